@@ -1,0 +1,3 @@
+from compatcheck.cli import main
+
+main()

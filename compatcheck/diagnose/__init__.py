@@ -1,0 +1,1 @@
+"""Turning errors, warnings and stack traces into findings that point at the user's code."""

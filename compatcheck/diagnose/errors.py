@@ -1,0 +1,19 @@
+"""The generic finding for a stage that raised: the error, located in the user's code."""
+
+from __future__ import annotations
+
+from compatcheck.report.model import Finding
+
+
+def locate(ctx, error: BaseException):
+    """The user's file:line for an error: from the printed user stack torch puts in the message
+    (dynamo, TorchScript, torch.export), else from the Python traceback."""
+    return ctx.spec.user.from_stack_text(str(error)) or ctx.spec.user.from_exception(error)
+
+
+def error_finding(stage: str, ctx, error: BaseException, kind: str, *, op: str | None = None,
+                  rewrite: str | None = None) -> Finding:
+    from compatcheck.harness import one_line
+
+    return ctx.spec.user.finding(stage, kind, one_line(error, 400), location=locate(ctx, error), op=op,
+                                 rewrite=rewrite)

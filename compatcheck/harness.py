@@ -1,0 +1,148 @@
+"""Run one stage in the worker: build, run every input set, compare with eager, collect findings.
+
+Everything here is the same for every stage; stages only build runners and read their evidence.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+from compatcheck.compare import Tolerances, compare_outputs
+from compatcheck.report.model import InputSetResult, StageResult, Status
+from compatcheck.stages.base import Stage, StageContext
+
+MAX_ERROR_TEXT = 20_000
+
+
+def one_line(exc: BaseException, limit: int = 240) -> str:
+    text = str(exc).strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+@contextmanager
+def isolated_globals():
+    """Undo what a stage or the model changes in process-wide state, so later stages do not inherit it."""
+    saved = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.get_num_threads(), os.getcwd())
+    try:
+        yield
+    finally:
+        dtype, grad, threads, cwd = saved
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        os.chdir(cwd)
+
+
+@contextmanager
+def recording_warnings(into: list):
+    """Record every warning with the Python stack at the moment it was raised."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+
+        def record(message, category, filename, lineno, file=None, line=None):
+            into.append((warnings.WarningMessage(message, category, filename, lineno), traceback.extract_stack()))
+
+        warnings.showwarning = record
+        yield
+
+
+def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
+    if stage.name != "eager" and ctx.previous.get("eager") != Status.PASS.value:
+        return f"eager did not pass ({ctx.previous.get('eager', 'not run')}): nothing to compare with"
+    for needed in stage.requires:
+        if needed not in ctx.artifacts:
+            return f"needs the artifact of {needed}, which did not produce one ({ctx.previous.get(needed, 'not run')})"
+    return stage.available(ctx)
+
+
+def _summarize(sets: list[InputSetResult]) -> str | None:
+    for one in sets:
+        if one.error:
+            return f"input set {one.index + 1}: {one.error}"
+        if not one.ok and not one.leaves:
+            return f"input set {one.index + 1}: {one.structure}"
+        bad = [leaf for leaf in one.leaves if not leaf.ok]
+        if bad:
+            return f"input set {one.index + 1}, output {bad[0].output}: {bad[0].problem}"
+    return None
+
+
+def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
+    result = StageResult(name=stage.name, status=Status.SKIP)
+    reason = skip_reason(stage, ctx)
+    if reason:
+        result.reason = reason
+        return result
+
+    tolerances = Tolerances(ctx.options.atol, ctx.options.rtol, ctx.spec.tolerance)
+    ctx.warnings = []
+    error = None
+    started = time.perf_counter()
+    with isolated_globals(), recording_warnings(ctx.warnings):
+        try:
+            runner = stage.build(ctx)
+            if runner is not None:
+                for index, input_set in enumerate(ctx.spec.input_sets):
+                    result.input_sets.append(_run_one(stage, ctx, runner, index, input_set, tolerances))
+        except Exception as exc:
+            error = exc
+            result.status = Status.FAIL
+            result.reason = one_line(exc)
+            result.error = "".join(traceback.format_exception(exc))[-MAX_ERROR_TEXT:]
+        finally:
+            result.seconds = round(time.perf_counter() - started, 3)
+            result.backend = stage.backend(ctx)
+            try:
+                result.findings = stage.diagnose(ctx, error)
+            except Exception as exc:
+                result.findings = []
+                result.reason = (result.reason or "") + f" (diagnosis failed: {one_line(exc)})"
+            stage.close()
+
+    result.artifacts = {k: v for k, v in ctx.artifacts.items() if k == stage.name}
+    if error is None:
+        errors = [(s, s.error) for s in result.input_sets if s.error]
+        leaves = [leaf for s in result.input_sets for leaf in s.leaves]
+        abs_errors = [leaf.max_abs_error for leaf in leaves if leaf.max_abs_error is not None]
+        rel_errors = [leaf.max_rel_error for leaf in leaves if leaf.max_rel_error is not None]
+        result.max_abs_error = max(abs_errors) if abs_errors else None
+        result.max_rel_error = max(rel_errors) if rel_errors else None
+        if errors:
+            result.status = Status.FAIL
+            result.error = errors[0][1]
+        elif not all(s.ok for s in result.input_sets):
+            result.status = Status.MISMATCH
+        else:
+            result.status = Status.PASS
+        result.reason = _summarize(result.input_sets)
+        if runner is None and result.status is Status.PASS:
+            result.reason = "built and checked; nothing here to run it with, the next stage runs it"
+        elif result.status is Status.PASS and any(leaf.fp64_verdict == "within-noise" for leaf in leaves):
+            result.reason = "differences from eager are within fp64-adjudicated noise"
+    return result
+
+
+def _run_one(stage, ctx, runner, index, input_set, tolerances) -> InputSetResult:
+    started = time.perf_counter()
+    try:
+        outputs = runner(input_set)
+    except Exception as exc:
+        return InputSetResult(index=index, ok=False, error=one_line(exc, 400),
+                              seconds=round(time.perf_counter() - started, 4))
+    seconds = round(time.perf_counter() - started, 4)
+    noise = ctx.noise[index] if ctx.noise is not None else None
+    leaves, structure = compare_outputs(
+        ctx.reference[index], outputs, tolerances, flat=stage.flat_outputs, noise=noise,
+        fp64=lambda: ctx.fp64(index),
+    )
+    ok = all(leaf.ok for leaf in leaves) and bool(leaves or not structure)
+    return InputSetResult(index=index, ok=ok, structure=structure, seconds=seconds, leaves=leaves)

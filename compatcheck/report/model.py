@@ -1,0 +1,134 @@
+"""The report schema. Knows nothing about torch: the worker fills it, renderers read it."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = 1
+
+
+class Status(str, Enum):
+    PASS = "pass"
+    MISMATCH = "mismatch"
+    FAIL = "fail"
+    SKIP = "skip"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+
+
+# A stage that did not reach a verdict of its own for one of these reasons makes the run fail.
+FAILING = {Status.MISMATCH, Status.FAIL, Status.CRASH, Status.TIMEOUT}
+
+
+class Finding(BaseModel):
+    stage: str
+    kind: str = Field(description="unsupported-op, graph-break, frozen-control-flow, training-mode, ...")
+    op: str | None = Field(None, description="aten or ONNX op, or the Python construct")
+    file: str | None = Field(None, description="the user's file the finding points into")
+    line: int | None = None
+    code: str | None = Field(None, description="the source line's text")
+    message: str
+    rewrite: str | None = Field(None, description="what to write instead")
+
+
+class LeafComparison(BaseModel):
+    output: str = Field(description="the output's path in the returned structure, e.g. 'logits' or '0'")
+    shape: list[int] | None = None
+    dtype: str | None = None
+    ok: bool
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatched_fraction: float | None = None
+    worst_index: list[int] | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    required_atol: float | None = Field(None, description="smallest atol that passes at this rtol")
+    required_rtol: float | None = Field(None, description="smallest rtol that passes at this atol")
+    fp64_verdict: str | None = Field(
+        None, description="'within-noise' when the result is as close to an fp64 eager run as eager itself"
+    )
+    problem: str | None = Field(None, description="why it is not ok, in words")
+
+
+class InputSetResult(BaseModel):
+    index: int
+    ok: bool
+    error: str | None = Field(None, description="what the artifact raised on this input set")
+    structure: str | None = Field(None, description="how the output structure differs from eager's")
+    seconds: float | None = None
+    leaves: list[LeafComparison] = []
+
+
+class StageResult(BaseModel):
+    name: str
+    status: Status
+    seconds: float = 0.0
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    reason: str | None = Field(None, description="one line: why it is not a pass, or a note on the pass")
+    error: str | None = Field(None, description="the full error text of a failure")
+    findings: list[Finding] = []
+    input_sets: list[InputSetResult] = []
+    artifacts: dict[str, str] = {}
+    backend: str | None = Field(None, description="what executed the artifact, e.g. CPUExecutionProvider")
+
+
+class ModelInfo(BaseModel):
+    path: str
+    factory: str = "get_model"
+    input_sets: int
+    input_shapes: list[list[list[int]]] = Field(description="per input set, the shape of each tensor leaf")
+    dynamic_shapes: str | None = Field(None, description="the dynamic shapes used for export, as text")
+    dynamic_shapes_inferred: bool = False
+    tolerance: dict = {}
+
+
+class Report(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str
+    created: str
+    command: list[str] = []
+    model: ModelInfo | None = None
+    environment: dict[str, str] = {}
+    options: dict = {}
+    stages: list[StageResult] = []
+    findings: list[Finding] = []
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return any(s.status in FAILING for s in self.stages)
+
+    def deepest_pass(self) -> str | None:
+        """The last stage of the ladder that passed, with every stage before it passing or skipped."""
+        last = None
+        for stage in self.stages:
+            if stage.status is Status.PASS:
+                last = stage.name
+            elif stage.status is not Status.SKIP:
+                break
+        return last
+
+
+def load_report(path: Path) -> Report:
+    """Read a report written by `run --json`, refusing other schema versions with a clear message."""
+    import json
+
+    from compatcheck.errors import UsageError
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"report not found: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read report {path}: {exc}") from None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != SCHEMA_VERSION:
+        raise UsageError(
+            f"{path} has schema_version {version!r}; this compatcheck reads schema_version {SCHEMA_VERSION}"
+        )
+    return Report.model_validate(data)

@@ -1,0 +1,249 @@
+"""Load the user's model file (worker side only) into a ModelSpec, with one-line errors for bad files.
+
+The protocol: `get_model()` (or the factory named after ':'), `get_inputs()` returning an input set
+or a list of input sets, optional `get_dynamic_shapes()` and `TOLERANCE`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils import _pytree as pytree
+
+from compatcheck.diagnose.frames import UserCode
+from compatcheck.errors import UsageError
+
+SEED = 0
+
+
+@dataclass
+class InputSet:
+    """One call of the model: positional args or keyword args (never both)."""
+
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+    def leaves(self) -> list[torch.Tensor]:
+        return pytree.tree_leaves((self.args, self.kwargs))
+
+    def map(self, fn) -> "InputSet":
+        return InputSet(*pytree.tree_map(fn, (self.args, self.kwargs)))
+
+    def describe(self) -> str:
+        return ", ".join("x".join(map(str, t.shape)) or "scalar" for t in self.leaves())
+
+
+@dataclass
+class ModelSpec:
+    path: Path
+    factory: str
+    model: torch.nn.Module
+    input_sets: list[InputSet]
+    dynamic_shapes: object | None
+    dynamic_shapes_inferred: bool
+    tolerance: dict
+    user: UserCode
+    arrived_training: bool
+    build_sites: dict[int, traceback.FrameSummary]
+
+
+def parse_target(target: str) -> tuple[Path, str]:
+    """'models/x.py:make' -> (models/x.py, 'make'); the factory defaults to get_model."""
+    path, sep, factory = target.rpartition(":")
+    if not sep or not path.endswith(".py") or "/" in factory or not factory:
+        return Path(target), "get_model"
+    return Path(path), factory
+
+
+def check_model_path(path: Path) -> None:
+    """The checks the parent can make without importing anything."""
+    if not path.exists():
+        raise UsageError(f"model file not found: {path}")
+    if path.is_dir():
+        raise UsageError(f"model path is a directory, expected a .py file: {path}")
+
+
+def _where(user: UserCode, exc: BaseException) -> str:
+    frame = user.from_exception(exc)
+    return f" at {user.display(frame.filename)}:{frame.lineno}" if frame else ""
+
+
+def _call(user: UserCode, fn, what: str):
+    try:
+        return fn()
+    except Exception as exc:
+        raise UsageError(f"{what} raised {type(exc).__name__}: {exc}{_where(user, exc)}") from None
+
+
+def _import(path: Path, user: UserCode):
+    name = f"compatcheck_model_{abs(hash(str(path)))}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.parent))
+    try:
+        module_spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise UsageError(f"syntax error in {user.display(exc.filename)}:{exc.lineno}: {exc.msg}") from None
+    except Exception as exc:
+        raise UsageError(
+            f"importing {path.name} raised {type(exc).__name__}: {exc}{_where(user, exc)}"
+        ) from None
+    return module
+
+
+def _build_recording_sites(user: UserCode, factory):
+    """Call the factory while remembering where in the user's code each module was constructed."""
+    sites: dict[int, traceback.FrameSummary] = {}
+    original = torch.nn.Module.__init__
+
+    def recording_init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if id(self) not in sites:
+            frame = user.innermost(traceback.extract_stack()[:-1])
+            if frame is not None:
+                sites[id(self)] = frame
+
+    torch.nn.Module.__init__ = recording_init
+    try:
+        return factory(), sites
+    finally:
+        torch.nn.Module.__init__ = original
+
+
+def _normalize_inputs(raw, where: str) -> list[InputSet]:
+    if raw is None:
+        raise UsageError(f"{where} returned None; expected a tensor, a tuple, a dict or a list of input sets")
+    items = raw if isinstance(raw, list) else [raw]
+    if not items:
+        raise UsageError(f"{where} returned an empty list; expected at least one input set")
+    sets = []
+    for index, item in enumerate(items, 1):
+        if isinstance(item, torch.Tensor):
+            one = InputSet(args=(item,))
+        elif isinstance(item, tuple):
+            one = InputSet(args=item)
+        elif isinstance(item, dict):
+            one = InputSet(kwargs=item)
+        else:
+            raise UsageError(
+                f"{where}: input set {index} is {type(item).__name__}; expected a tensor, a tuple or a dict"
+            )
+        leaves, _ = pytree.tree_flatten_with_path((one.args, one.kwargs))
+        if not leaves:
+            raise UsageError(f"{where}: input set {index} holds no tensors")
+        for key_path, leaf in leaves:
+            if not isinstance(leaf, torch.Tensor):
+                raise UsageError(
+                    f"{where}: input set {index}, input {pytree.keystr(key_path)} is "
+                    f"{type(leaf).__name__}; every input must be a tensor"
+                )
+        sets.append(one)
+    first = pytree.tree_structure((sets[0].args, sets[0].kwargs))
+    for index, one in enumerate(sets[1:], 2):
+        if len(one.args) != len(sets[0].args) or set(one.kwargs) != set(sets[0].kwargs):
+            raise UsageError(
+                f"{where}: input set {index} has {len(one.args) + len(one.kwargs)} inputs, "
+                f"input set 1 has {len(sets[0].args) + len(sets[0].kwargs)}"
+            )
+        if pytree.tree_structure((one.args, one.kwargs)) != first:
+            raise UsageError(f"{where}: input set {index} is nested differently from input set 1")
+    return sets
+
+
+def infer_dynamic_shapes(sets: list[InputSet]):
+    """Mark every dimension that differs between input sets as dynamic, in torch.export form.
+
+    Returns None when all sets share every shape. Uses Dim.DYNAMIC, so an export that would
+    silently specialize such a dimension fails instead, with the reason.
+    """
+    from torch.export import Dim
+
+    shapes = [[tuple(t.shape) for t in s.leaves()] for s in sets]
+    first = shapes[0]
+    specs = []
+    any_dynamic = False
+    for leaf_index, shape in enumerate(first):
+        for other_index, other in enumerate(shapes[1:], 2):
+            if len(other[leaf_index]) != len(shape):
+                raise UsageError(
+                    f"input set {other_index}: input {leaf_index} has {len(other[leaf_index])} dimensions, "
+                    f"input set 1 has {len(shape)}"
+                )
+        dims = {d: Dim.DYNAMIC for d in range(len(shape)) if any(o[leaf_index][d] != shape[d] for o in shapes)}
+        any_dynamic |= bool(dims)
+        specs.append(dims or None)
+    if not any_dynamic:
+        return None
+    spec = pytree.tree_unflatten(specs, pytree.tree_structure((sets[0].args, sets[0].kwargs)))
+    args_spec, kwargs_spec = spec
+    return kwargs_spec if sets[0].kwargs else tuple(args_spec)
+
+
+def describe_dynamic_shapes(dynamic_shapes) -> str | None:
+    if dynamic_shapes is None:
+        return None
+    return repr(dynamic_shapes).replace("DimHint(DYNAMIC)", "DYNAMIC").replace("DimHint(AUTO)", "AUTO")
+
+
+def _check_tolerance(raw, where: str) -> dict:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where} must be a dict like {{'atol': 1e-4, 'rtol': 1e-3}}")
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            _check_tolerance(value, f"{where}[{key!r}]")
+        elif key not in ("atol", "rtol"):
+            raise UsageError(f"{where}: unknown key {key!r}; use atol, rtol or an output name mapping to those")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise UsageError(f"{where}[{key!r}] must be a non-negative number, got {value!r}")
+    return raw
+
+
+def load(path: Path, factory: str = "get_model") -> ModelSpec:
+    path = Path(path).resolve()
+    check_model_path(path)
+    user = UserCode(path)
+    module = _import(path, user)
+    shown = user.display(str(path))
+
+    make = getattr(module, factory, None)
+    if not callable(make):
+        raise UsageError(f"{shown} defines no function {factory}()")
+    get_inputs = getattr(module, "get_inputs", None)
+    if not callable(get_inputs):
+        raise UsageError(f"{shown} defines no function get_inputs()")
+
+    torch.manual_seed(SEED)
+    model, sites = _call(user, lambda: _build_recording_sites(user, make), f"{factory}()")
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"{factory}() returned {type(model).__name__}; expected a torch.nn.Module")
+    torch.manual_seed(SEED)
+    sets = _normalize_inputs(_call(user, get_inputs, "get_inputs()"), "get_inputs()")
+
+    get_dynamic = getattr(module, "get_dynamic_shapes", None)
+    if callable(get_dynamic):
+        dynamic, inferred = _call(user, get_dynamic, "get_dynamic_shapes()"), False
+    else:
+        dynamic, inferred = infer_dynamic_shapes(sets), True
+
+    arrived_training = model.training
+    model.eval()
+    return ModelSpec(
+        path=path,
+        factory=factory,
+        model=model,
+        input_sets=sets,
+        dynamic_shapes=dynamic,
+        dynamic_shapes_inferred=inferred and dynamic is not None,
+        tolerance=_check_tolerance(getattr(module, "TOLERANCE", None), "TOLERANCE"),
+        user=user,
+        arrived_training=arrived_training,
+        build_sites=sites,
+    )

@@ -1,0 +1,42 @@
+"""compile and compile_fullgraph: torch.compile with graph breaks allowed, then forbidden."""
+
+from __future__ import annotations
+
+import torch
+
+from compatcheck.report.model import Finding
+from compatcheck.stages.base import Stage, StageContext
+
+
+class Compile(Stage):
+    name = "compile"
+    fullgraph = False
+
+    def build(self, ctx: StageContext):
+        torch._dynamo.reset()
+        compiled = torch.compile(ctx.spec.model, fullgraph=self.fullgraph, backend=ctx.options.compile_backend)
+
+        def run(input_set):
+            with torch.no_grad():
+                return compiled(*input_set.args, **input_set.kwargs)
+
+        return run
+
+    def backend(self, ctx: StageContext) -> str:
+        return ctx.options.compile_backend
+
+    def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
+        from compatcheck.diagnose.dynamo import graph_break_findings
+
+        return graph_break_findings(self.name, ctx, error)
+
+    def reproduce(self, ctx: StageContext) -> str:
+        return (
+            f"compiled = torch.compile(model, fullgraph={self.fullgraph}, backend={ctx.options.compile_backend!r})\n"
+            "with torch.no_grad():\n    for args, kwargs in input_sets:\n        print(compiled(*args, **kwargs))\n"
+        )
+
+
+class CompileFullgraph(Compile):
+    name = "compile_fullgraph"
+    fullgraph = True

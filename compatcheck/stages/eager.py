@@ -1,0 +1,70 @@
+"""eager: the model as written. It is the reference; run twice to tell nondeterminism from backend error."""
+
+from __future__ import annotations
+
+import torch
+
+from compatcheck.report.model import Finding
+from compatcheck.stages.base import Stage, StageContext
+
+_MODE_DEPENDENT = (
+    torch.nn.modules.batchnorm._BatchNorm,
+    torch.nn.modules.dropout._DropoutNd,
+    torch.nn.modules.instancenorm._InstanceNorm,
+)
+
+
+class Eager(Stage):
+    name = "eager"
+
+    def build(self, ctx: StageContext):
+        ctx.reference  # noqa: B018 - computing it is the point: it raises what the model raises
+        return ctx.eager
+
+    def backend(self, ctx: StageContext) -> str:
+        return f"torch {torch.__version__}"
+
+    def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
+        findings = []
+        if error is not None:
+            frame = ctx.spec.user.from_exception(error)
+            findings.append(ctx.spec.user.finding(
+                self.name, "eager-error", f"the model itself raises {type(error).__name__}: {error}",
+                location=frame,
+            ))
+            return findings
+        if ctx.spec.arrived_training:
+            findings.extend(self._training_mode(ctx))
+        if ctx.noise is not None:
+            findings.append(ctx.spec.user.finding(
+                self.name, "nondeterministic",
+                "eager gives different results on two runs with the same seed; later stages are compared "
+                "with that spread allowed, so a difference within it is not blamed on a backend",
+                rewrite="seed or remove the randomness in forward (dropout with training=True, torch.rand...), "
+                        "or set torch.use_deterministic_algorithms(True)",
+            ))
+        return findings
+
+    def _training_mode(self, ctx: StageContext) -> list[Finding]:
+        by_site: dict[tuple, list[str]] = {}
+        for name, module in ctx.spec.model.named_modules():
+            if isinstance(module, _MODE_DEPENDENT):
+                frame = ctx.spec.build_sites.get(id(module))
+                key = (type(module).__name__, frame.filename if frame else None, frame.lineno if frame else None)
+                by_site.setdefault(key, []).append(name)
+        findings = []
+        for (kind, file, line), names in by_site.items():
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            findings.append(ctx.spec.user.finding(
+                self.name, "training-mode",
+                f"{ctx.spec.factory}() returned the model in training mode; {kind} behaves differently in "
+                f"training ({shown}). compatcheck ran everything in eval mode; an export in training mode "
+                f"bakes in batch statistics or random dropout",
+                location=(file, line) if file else None, op=kind,
+                rewrite=f"return model.eval() from {ctx.spec.factory}(), and call model.eval() before "
+                        "torch.jit.trace / torch.onnx.export in your own export script",
+            ))
+        return findings
+
+    def reproduce(self, ctx: StageContext) -> str:
+        return "with torch.no_grad():\n    for args, kwargs in input_sets:\n        print(model(*args, **kwargs))\n"

@@ -1,0 +1,43 @@
+"""jit_trace: torch.jit.trace on input set 1 under no_grad, saved and loaded back.
+
+Tracing records one path through the code; running the other input sets is what shows a frozen
+branch or shape. TracerWarnings are kept for the diagnosis.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from compatcheck.report.model import Finding
+from compatcheck.stages.base import Stage, StageContext
+from compatcheck.stages.jit_script import run_loaded
+
+
+class JitTrace(Stage):
+    name = "jit_trace"
+
+    def build(self, ctx: StageContext):
+        first = ctx.spec.input_sets[0]
+        with torch.no_grad():
+            if first.kwargs:
+                traced = torch.jit.trace(ctx.spec.model, example_kwarg_inputs=first.kwargs, check_trace=False)
+            else:
+                traced = torch.jit.trace(ctx.spec.model, first.args, check_trace=False)
+        path = ctx.artifact("model.trace.pt")
+        torch.jit.save(traced, str(path))
+        ctx.artifacts[self.name] = str(path)
+        return run_loaded(torch.jit.load(str(path)))
+
+    def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
+        from compatcheck.diagnose.torchscript import trace_findings
+
+        return trace_findings(self.name, ctx, error)
+
+    def reproduce(self, ctx: StageContext) -> str:
+        return (
+            "args, kwargs = input_sets[0]\nwith torch.no_grad():\n"
+            "    traced = (torch.jit.trace(model, example_kwarg_inputs=kwargs, check_trace=False) if kwargs\n"
+            "              else torch.jit.trace(model, args, check_trace=False))\n"
+            "torch.jit.save(traced, 'model.trace.pt')\nloaded = torch.jit.load('model.trace.pt')\n"
+            "with torch.no_grad():\n    for args, kwargs in input_sets:\n        print(loaded(*args, **kwargs))\n"
+        )

@@ -1,0 +1,94 @@
+"""onnx_export: torch.onnx.export (dynamo by default, or the legacy TorchScript exporter), then
+onnx.checker with full_check. With the dynamo exporter, the exported program is run on every
+input set: it is what the ONNX graph was translated from."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils import _pytree as pytree
+
+from compatcheck.report.model import Finding
+from compatcheck.stages.base import Stage, StageContext
+
+
+def _per_leaf_dynamic_dims(ctx: StageContext) -> list[dict[int, str]]:
+    """The dynamic dims of each input leaf, named, for the legacy exporter's dynamic_axes."""
+    first = ctx.spec.input_sets[0]
+    leaves = first.leaves()
+    shapes = ctx.spec.dynamic_shapes
+    if shapes is None:
+        return [{} for _ in leaves]
+    if isinstance(shapes, dict) and first.kwargs:
+        shapes = {k: shapes.get(k) for k in first.kwargs}
+        tree = ((), shapes)
+    else:
+        tree = (tuple(shapes.values()) if isinstance(shapes, dict) else tuple(shapes), {})
+    specs = pytree.tree_leaves(
+        tree, is_leaf=lambda x: x is None or (isinstance(x, dict) and all(isinstance(k, int) for k in x))
+    )
+    if len(specs) != len(leaves):
+        return [{} for _ in leaves]
+    return [{d: f"input{i}_dim{d}" for d in (spec or {})} for i, spec in enumerate(specs)]
+
+
+class OnnxExport(Stage):
+    name = "onnx_export"
+
+    def __init__(self):
+        self.program = None
+
+    def build(self, ctx: StageContext):
+        import onnx
+
+        first = ctx.spec.input_sets[0]
+        path = ctx.artifact("model.onnx")
+        opset = ctx.options.onnx_opset
+        if ctx.options.onnx_exporter == "dynamo":
+            self.program = torch.onnx.export(
+                ctx.spec.model, first.args, kwargs=first.kwargs or None, dynamic_shapes=ctx.spec.dynamic_shapes,
+                dynamo=True, opset_version=opset, verbose=False,
+            )
+            self.program.save(str(path))
+        else:
+            names = [f"input{i}" for i in range(len(first.leaves()))]
+            axes = {name: dims for name, dims in zip(names, _per_leaf_dynamic_dims(ctx)) if dims}
+            with torch.no_grad():
+                torch.onnx.export(
+                    ctx.spec.model, first.args, str(path), kwargs=first.kwargs or None, dynamo=False,
+                    input_names=names, dynamic_axes=axes or None, opset_version=opset,
+                )
+        ctx.artifacts[self.name] = str(path)
+        onnx.checker.check_model(str(path), full_check=True)
+        if self.program is None:
+            return None
+        exported = self.program.exported_program.module()
+
+        def run(input_set):
+            with torch.no_grad():
+                return exported(*input_set.args, **input_set.kwargs)
+
+        return run
+
+    def backend(self, ctx: StageContext) -> str:
+        return f"{ctx.options.onnx_exporter} exporter"
+
+    def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
+        from compatcheck.diagnose.onnx_export import export_findings
+
+        return export_findings(self.name, ctx, error, self.program)
+
+    def reproduce(self, ctx: StageContext) -> str:
+        if ctx.options.onnx_exporter == "legacy":
+            return (
+                "args, kwargs = input_sets[0]\n"
+                "torch.onnx.export(model, args, 'model.onnx', kwargs=kwargs or None, dynamo=False,\n"
+                f"                  opset_version={ctx.options.onnx_opset})\n"
+                "import onnx\nonnx.checker.check_model('model.onnx', full_check=True)\n"
+            )
+        return (
+            "args, kwargs = input_sets[0]\n"
+            "program = torch.onnx.export(model, args, kwargs=kwargs or None, dynamo=True,\n"
+            f"                            dynamic_shapes=dynamic_shapes, opset_version={ctx.options.onnx_opset})\n"
+            "program.save('model.onnx')\n"
+            "import onnx\nonnx.checker.check_model('model.onnx', full_check=True)\n"
+        )

@@ -1,0 +1,82 @@
+"""onnxruntime: the exported ONNX file in an InferenceSession (CUDA EP when there is a GPU)."""
+
+from __future__ import annotations
+
+from compatcheck.report.model import Finding
+from compatcheck.stages.base import Stage, StageContext
+
+
+def providers() -> list[str]:
+    import onnxruntime
+    import torch
+
+    available = onnxruntime.get_available_providers()
+    if "CUDAExecutionProvider" in available and torch.cuda.is_available():
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+def feeds(session, input_set) -> dict:
+    """Map an input set's tensors onto the session's inputs: by name for keyword inputs, else by order."""
+    inputs = session.get_inputs()
+    names = [i.name for i in inputs]
+    leaves = input_set.leaves()
+    if input_set.kwargs and set(names) <= set(input_set.kwargs):
+        return {name: input_set.kwargs[name].detach().cpu().numpy() for name in names}
+    if len(leaves) != len(inputs):
+        raise ValueError(
+            f"the ONNX model takes {len(inputs)} inputs ({', '.join(names)}) but the input set has "
+            f"{len(leaves)} tensors; the exporter dropped or merged inputs"
+        )
+    return {name: leaf.detach().cpu().numpy() for name, leaf in zip(names, leaves)}
+
+
+class OnnxRuntime(Stage):
+    name = "onnxruntime"
+    requires = ("onnx_export",)
+    flat_outputs = True
+
+    def __init__(self):
+        self.session = None
+
+    def available(self, ctx: StageContext) -> str | None:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            return "onnxruntime is not installed"
+        return None
+
+    def build(self, ctx: StageContext):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        self.session = onnxruntime.InferenceSession(
+            ctx.artifacts["onnx_export"], options, providers=providers()
+        )
+
+        def run(input_set):
+            return self.session.run(None, feeds(self.session, input_set))
+
+        return run
+
+    def backend(self, ctx: StageContext) -> str | None:
+        if self.session is None:
+            return None
+        import onnxruntime
+
+        return f"onnxruntime {onnxruntime.__version__} {self.session.get_providers()[0]}"
+
+    def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
+        from compatcheck.diagnose.onnxruntime import runtime_findings
+
+        return runtime_findings(self.name, ctx, error)
+
+    def reproduce(self, ctx: StageContext) -> str:
+        return (
+            "import onnxruntime\nsession = onnxruntime.InferenceSession('model.onnx', providers=['CPUExecutionProvider'])\n"
+            "for args, kwargs in input_sets:\n"
+            "    leaves = torch.utils._pytree.tree_leaves((args, kwargs))\n"
+            "    feed = {i.name: t.numpy() for i, t in zip(session.get_inputs(), leaves)}\n"
+            "    print(session.run(None, feed))\n"
+        )

@@ -6,6 +6,7 @@ Everything here is the same for every stage; stages only build runners and read 
 from __future__ import annotations
 
 import os
+import re
 import time
 import traceback
 import warnings
@@ -20,8 +21,11 @@ from compatcheck.stages.base import Stage, StageContext
 MAX_ERROR_TEXT = 20_000
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def one_line(exc: BaseException, limit: int = 240) -> str:
-    text = str(exc).strip()
+    text = _ANSI.sub("", str(exc)).strip()
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     return line if len(line) <= limit else line[: limit - 1] + "…"

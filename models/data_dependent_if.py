@@ -1,0 +1,25 @@
+"""A branch on a tensor's value: tracing freezes the branch taken for input set 1."""
+
+import torch
+from torch import nn
+
+
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.linear(x)
+        if x.sum() > 0:
+            return y * 2
+        return -y
+
+
+def get_model():
+    return Gate().eval()
+
+
+def get_inputs():
+    # The branch goes one way for the first set and the other way for the second.
+    return [(torch.rand(3, 4) + 0.1,), (-torch.rand(3, 4) - 0.1,)]

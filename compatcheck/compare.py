@@ -156,7 +156,8 @@ def compare_leaf(
     e, a = _numpy64(expected), _numpy64(actual_t)
     e_nan, a_nan = np.isnan(e), np.isnan(a)
     both_finite = np.isfinite(e) & np.isfinite(a)
-    diff = np.where(both_finite, np.abs(a - e), 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(both_finite, np.abs(a - e), 0.0)
     magnitude = np.abs(e)
     allowed = atol + rtol * magnitude
     if noise is not None:

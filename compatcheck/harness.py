@@ -26,7 +26,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def one_line(exc: BaseException, limit: int = 240) -> str:
     text = _ANSI.sub("", str(exc)).strip()
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    first = " ".join([line.strip() for line in text.splitlines() if line.strip()][:3])
     line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     return line if len(line) <= limit else line[: limit - 1] + "…"
 

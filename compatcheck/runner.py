@@ -49,6 +49,7 @@ def execute(model: Path, factory: str, options: RunOptions, *, artifacts_dir: Pa
     outcome = supervisor.outcome
     report.model = outcome.model
     report.environment = outcome.environment
+    report.workers = outcome.workers
     for name in options.stages:
         result = outcome.results.get(name)
         report.stages.append(result or StageResult(name=name, status=Status.SKIP, reason="interrupted before it ran"))

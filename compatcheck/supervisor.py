@@ -31,6 +31,7 @@ class Outcome:
     model: ModelInfo | None = None
     environment: dict = field(default_factory=dict)
     results: dict[str, StageResult] = field(default_factory=dict)
+    workers: int = 0
 
 
 class _Messages:
@@ -127,6 +128,7 @@ class Supervisor:
             "keep_artifacts": self.keep_artifacts and first,
         }
         process, messages = self._spawn(request)
+        outcome.workers += 1
         current: str | None = None
         started = time.monotonic()
         deadline = started + self.options.timeout

@@ -97,6 +97,7 @@ class Report(BaseModel):
     stages: list[StageResult] = []
     findings: list[Finding] = []
     seconds: float = 0.0
+    workers: int = Field(0, description="worker processes started: 1 unless a stage crashed or timed out")
     interrupted: bool = False
 
     @property

@@ -18,11 +18,9 @@ def _per_leaf_dynamic_dims(ctx: StageContext) -> list[dict[int, str]]:
     shapes = ctx.spec.dynamic_shapes
     if shapes is None:
         return [{} for _ in leaves]
-    if isinstance(shapes, dict) and first.kwargs:
-        shapes = {k: shapes.get(k) for k in first.kwargs}
-        tree = ((), shapes)
-    else:
-        tree = (tuple(shapes.values()) if isinstance(shapes, dict) else tuple(shapes), {})
+    tree = {k: shapes.get(k) for k in first.kwargs} if first.kwargs else tuple(
+        shapes.values() if isinstance(shapes, dict) else shapes)
+    # A per-tensor spec is None or a dict keyed by dimension index.
     specs = pytree.tree_leaves(
         tree, is_leaf=lambda x: x is None or (isinstance(x, dict) and all(isinstance(k, int) for k in x))
     )

@@ -1,0 +1,43 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "models"
+
+
+def run_cli(*args: str, timeout: float = 600, cwd: Path | None = None, env: dict | None = None):
+    """Run `compatcheck` as a user would, in a subprocess."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "compatcheck", *args], capture_output=True, text=True, timeout=timeout,
+        cwd=cwd or ROOT, env=full_env,
+    )
+
+
+def run_json(tmp_path: Path, *args: str, timeout: float = 600):
+    """Run compatcheck with --json and return (process, report dict)."""
+    out = tmp_path / "report.json"
+    proc = run_cli(*args, "--json", str(out), "--quiet", timeout=timeout)
+    assert out.exists(), f"no report written\nstdout:{proc.stdout}\nstderr:{proc.stderr}"
+    return proc, json.loads(out.read_text())
+
+
+def verdicts(report: dict) -> dict[str, str]:
+    return {stage["name"]: stage["status"] for stage in report["stages"]}
+
+
+@pytest.fixture
+def write_model(tmp_path):
+    """Write a model file from source text and return its path."""
+
+    def write(source: str, name: str = "model.py") -> Path:
+        path = tmp_path / name
+        path.write_text(source)
+        return path
+
+    return write

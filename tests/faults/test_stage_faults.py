@@ -1,0 +1,40 @@
+"""A stage that crashes or hangs gets its verdict; the stages after it still run, in a fresh worker."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_json, verdicts
+
+HERE = Path(__file__).parent / "models"
+AFTER_TRACE = "eager,jit_trace,onnx_export,onnxruntime"
+
+
+@pytest.mark.parametrize("signal_name", ["SIGSEGV", "SIGABRT", "SIGKILL"])
+def test_a_stage_killed_by_a_signal_is_a_crash_and_the_run_goes_on(tmp_path, monkeypatch, signal_name):
+    monkeypatch.setenv("COMPATCHECK_TEST_SIGNAL", signal_name)
+    proc, report = run_json(tmp_path, "run", str(HERE / "dies_when_traced.py"), "--stages", AFTER_TRACE,
+                            timeout=300)
+    assert proc.returncode == 1
+    assert verdicts(report) == {
+        "eager": "pass", "jit_trace": "crash", "onnx_export": "pass", "onnxruntime": "pass",
+    }
+    trace = next(s for s in report["stages"] if s["name"] == "jit_trace")
+    assert trace["reason"] == f"the worker was killed by {signal_name}"
+    assert report["workers"] == 2
+
+
+def test_a_hanging_stage_times_out_and_the_run_goes_on(tmp_path):
+    proc, report = run_json(tmp_path, "run", str(HERE / "hangs_when_traced.py"), "--stages", AFTER_TRACE,
+                            "--timeout", "20", timeout=300)
+    assert proc.returncode == 1
+    assert verdicts(report)["jit_trace"] == "timeout"
+    assert verdicts(report)["onnxruntime"] == "pass"
+    trace = next(s for s in report["stages"] if s["name"] == "jit_trace")
+    assert 20 <= trace["seconds"] < 60
+
+
+def test_nothing_crashed_means_one_worker(tmp_path):
+    proc, report = run_json(tmp_path, "run", str(HERE / "dies_when_traced.py"), "--stages",
+                            "eager,onnx_export,onnxruntime", timeout=300)
+    assert proc.returncode == 0 and report["workers"] == 1

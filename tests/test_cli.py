@@ -1,0 +1,78 @@
+"""The README's main command end to end, and what --artifacts keeps."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, run_cli, run_json, verdicts
+
+CPU_STAGES = ["eager", "compile", "compile_fullgraph", "jit_script", "jit_trace", "onnx_export", "onnxruntime"]
+
+
+@pytest.mark.slow
+def test_conv_net_with_two_batch_sizes_passes_all_cpu_stages(tmp_path):
+    proc, report = run_json(tmp_path, "run", "models/convnet.py", "--skip", "triton")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert verdicts(report) == dict.fromkeys(CPU_STAGES, "pass")
+    assert report["model"]["dynamic_shapes_inferred"] is True
+    assert report["model"]["input_shapes"] == [[[2, 3, 32, 32]], [[5, 3, 32, 32]]]
+    ort = next(s for s in report["stages"] if s["name"] == "onnxruntime")
+    assert ort["backend"].endswith("CPUExecutionProvider")
+    assert [s["index"] for s in ort["input_sets"]] == [0, 1] and ort["max_abs_error"] < 1e-4
+    assert {"python", "torch", "onnx", "onnxruntime"} <= set(report["environment"])
+    assert report["workers"] == 1
+    assert "deepest stage reached: onnxruntime" in proc.stdout
+
+
+def test_mismatch_exits_1_and_table_says_why(tmp_path):
+    proc, report = run_json(tmp_path, "run", "models/item_call.py", "--stages", "jit_trace")
+    assert proc.returncode == 1
+    assert verdicts(report) == {"eager": "pass", "jit_trace": "mismatch"}
+    trace = report["stages"][1]
+    assert trace["reason"].startswith("input set 2, output output: 100.0% of values off")
+    leaf = trace["input_sets"][1]["leaves"][0]
+    assert leaf["required_atol"] > 1 and leaf["worst_index"] is not None
+
+
+def test_tolerance_option_turns_a_mismatch_into_a_pass(tmp_path):
+    proc, report = run_json(tmp_path, "run", "models/item_call.py", "--stages", "jit_trace", "--atol", "1000")
+    assert proc.returncode == 0 and verdicts(report)["jit_trace"] == "pass"
+
+
+def test_selecting_onnxruntime_runs_the_export_it_needs(tmp_path):
+    proc, report = run_json(tmp_path, "run", "models/where_scatter_gather.py", "--stages", "onnxruntime")
+    assert verdicts(report) == {"eager": "pass", "onnx_export": "pass", "onnxruntime": "pass"}
+
+
+def test_failed_export_makes_onnxruntime_skip_with_the_reason(tmp_path):
+    proc, report = run_json(tmp_path, "run", "models/data_dependent_if.py", "--stages", "onnxruntime")
+    assert verdicts(report) == {"eager": "pass", "onnx_export": "fail", "onnxruntime": "skip"}
+    assert report["stages"][2]["reason"] == "needs the artifact of onnx_export, which did not produce one (fail)"
+
+
+def test_artifacts_keep_files_inputs_and_runnable_reproducers(tmp_path):
+    out = tmp_path / "artifacts"
+    proc, report = run_json(tmp_path, "run", "models/dict_outputs.py", "--stages", "jit_script,onnxruntime",
+                            "--artifacts", str(out))
+    assert proc.returncode == 0
+    assert {"model.onnx", "model.script.pt", "inputs.npz", "reproduce_onnxruntime.py",
+            "reproduce_jit_script.py"} <= {p.name for p in out.iterdir()}
+    assert report["stages"][-1]["artifacts"] == {} and report["stages"][-2]["artifacts"]["onnx_export"].endswith(
+        "model.onnx")
+    (out / "model.onnx").unlink()
+    for script in ("reproduce_onnx_export.py", "reproduce_onnxruntime.py"):
+        subprocess.run([sys.executable, str(out / script)], check=True, capture_output=True, timeout=300)
+    assert (out / "model.onnx").exists()
+
+
+def test_version_is_fast_to_ask():
+    proc = run_cli("--version", timeout=30)
+    assert proc.returncode == 0 and proc.stdout.strip() == "compatcheck 0.1.0"
+
+
+def test_legacy_exporter_exports_the_dynamic_batch(tmp_path):
+    proc, report = run_json(tmp_path, "run", "models/convnet.py", "--stages", "onnxruntime",
+                            "--onnx-exporter", "legacy")
+    assert verdicts(report) == {"eager": "pass", "onnx_export": "pass", "onnxruntime": "pass"}, proc.stdout
+    assert report["stages"][1]["backend"] == "legacy exporter"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import linecache
+import re
 import traceback
 from pathlib import Path
 
 from compatcheck.report.model import Finding
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
+_TRACED_FRAME = re.compile(r"^(.+\.py)\((\d+)\): \S+$")
 
 
 class UserCode:
@@ -44,22 +46,29 @@ class UserCode:
             exc = exc.__cause__ or exc.__context__
         return None
 
-    def from_stack_text(self, text: str | None) -> tuple[str, int] | None:
-        """The innermost user location in a printed stack ('File "x.py", line 12, in f'), as FX nodes keep."""
-        if not text:
-            return None
-        found = None
-        for line in text.splitlines():
+    def locations(self, text: str | None) -> list[tuple[str, int]]:
+        """Every user location in printed text, in text order: Python stacks and TorchScript source
+        ranges ('File "x.py", line 12'), and the tracer's stacks ('x.py(12): forward')."""
+        found = []
+        for line in (text or "").splitlines():
             line = line.strip()
-            if not line.startswith('File "'):
+            traced = _TRACED_FRAME.match(line)
+            if traced:
+                name, number = traced.group(1), traced.group(2)
+            elif line.startswith('File "'):
+                name, _, rest = line[len('File "'):].partition('"')
+                rest = rest.strip().lstrip(",").strip()
+                number = rest[len("line "):].split(",")[0].strip() if rest.startswith("line ") else ""
+            else:
                 continue
-            name, _, rest = line[len('File "'):].partition('"')
-            rest = rest.strip().lstrip(",").strip()
-            if rest.startswith("line ") and self.owns(name):
-                number = rest[len("line "):].split(",")[0].strip()
-                if number.isdigit():
-                    found = (name, int(number))
+            if number.isdigit() and self.owns(name):
+                found.append((name, int(number)))
         return found
+
+    def from_stack_text(self, text: str | None) -> tuple[str, int] | None:
+        """The innermost user location in a printed Python stack (outermost first), as FX nodes keep."""
+        found = self.locations(text)
+        return found[-1] if found else None
 
     def finding(self, stage: str, kind: str, message: str, *, location=None, op=None, rewrite=None) -> Finding:
         """A finding pointing at `location`: a FrameSummary or a (file, line) pair, or nothing."""

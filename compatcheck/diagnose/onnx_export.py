@@ -1,11 +1,202 @@
-"""Findings for torch.onnx.export: torch.export errors and ops with no ONNX translation."""
+"""Findings for torch.onnx.export: what torch.export refused, and every op with no ONNX translation.
+
+The exporter stops at the first op it cannot translate. To list them all, the model is captured
+again as the exporter captures it (torch.export, non-strict), decomposed with the exporter's
+registry, and every node is looked up in that registry; each node's stack trace gives the line.
+"""
 
 from __future__ import annotations
 
+import re
+
+from compatcheck.diagnose.catalog import with_rewrites
+from compatcheck.diagnose.constructs import construct
 from compatcheck.diagnose.errors import error_finding
 
+_TRANSLATING = re.compile(r"Error when translating node %(\w+)")
+_GUARD = re.compile(r"Could not guard on data-dependent expression (.+?) \(unhinted")
+_LEGACY_OP = re.compile(r"operator '(\w+)::(\w+)'")
 
-def export_findings(stage: str, ctx, error: BaseException | None, program) -> list:
+
+class OnnxExportFailed(RuntimeError):
+    """The exporter's error, restated: its first line is the cause and the user's line, not the step it
+    failed in; it carries the findings, which the restating needed anyway."""
+
+    def __init__(self, message: str, findings: list):
+        super().__init__(message)
+        self.findings = findings
+
+
+def _exporter_error(error: BaseException):
+    """The TorchExportError or ConversionError in the chain, if the dynamo exporter raised."""
+    from torch.onnx._internal.exporter import _errors
+
+    while error is not None:
+        if isinstance(error, (_errors.TorchExportError, _errors.ConversionError)):
+            return error
+        error = error.__cause__
+    return None
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    """The innermost exception that caused it: the one saying what is wrong."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return error
+
+
+def _first_line(error: BaseException) -> str:
+    """What the error says, in a line; for a data-dependent guard, what that means for the user."""
+    from compatcheck.harness import one_line
+
+    guard = _GUARD.search(str(error))
+    if guard:
+        return f"the code branches on a value computed from the input (data-dependent guard {guard.group(1)})"
+    return one_line(error, 300)
+
+
+def _op_name(target) -> str:
+    """'aten.median.dim', or 'aten.erfinv' for a default overload."""
+    name = str(target)
+    return name.removesuffix(".default")
+
+
+def _where(user, error: BaseException):
+    return user.from_stack_text(str(error)) or user.from_exception(error)
+
+
+def _exporter_error_text(error: BaseException) -> str:
+    """The messages of the whole cause chain: the node being translated is named in the middle of it."""
+    texts = []
+    while error is not None:
+        texts.append(str(error))
+        error = error.__cause__
+    return "\n".join(texts)
+
+
+def _torch_export_findings(stage: str, ctx, cause: BaseException) -> list:
+    user = ctx.spec.user
+    kind = "data-dependent-guard" if _GUARD.search(str(cause)) else "export-error"
+    finding = user.finding(stage, kind, _first_line(cause), location=_where(user, cause))
+    if kind == "data-dependent-guard":
+        finding.op = construct(finding.code)
+    return [finding]
+
+
+def _capture(ctx):
+    """The exported program as the exporter captures it, decomposed with its registry."""
+    from torch.onnx._internal.exporter import _capture_strategies, _core, _registration
+
+    first = ctx.spec.input_sets[0]
+    result = _capture_strategies.TorchExportNonStrictStrategy(verbose=False)(
+        ctx.spec.model, first.args, first.kwargs, dynamic_shapes=ctx.spec.dynamic_shapes,
+    )
+    if result.exported_program is None:
+        raise result.exception
+    registry = _registration.ONNXRegistry.from_torchlib()
+    return _core._prepare_exported_program_for_export(result.exported_program, registry=registry), registry
+
+
+def _untranslatable(program, registry) -> list:
+    """Every op node, subgraphs included, that the registry has no ONNX function for."""
+    import torch
+    from torch.onnx._internal.exporter import _dispatching
+
+    failed = []
+    for module in program.graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+                if _dispatching.dispatch(node, registry)[0] is None:
+                    failed.append(node)
+    return failed
+
+
+def _node_finding(stage: str, ctx, node, problem: str | None):
+    """A finding for one FX node; `problem` is None for 'no ONNX function', else what the function said."""
+    import torch
+
+    lowered = _op_name(node.target)
+    original = node.meta.get("original_aten")
+    op = _op_name(original) if original is not None else lowered
+    version = torch.__version__.split("+")[0]
+    if problem is None:
+        via = f" (it decomposes to {lowered}, which has none either)" if op != lowered else ""
+        message = f"no ONNX function for {op} in torch {version}'s exporter{via}"
+    else:
+        message = f"torch {version}'s ONNX function for {op} refused this call: {problem}"
+    return ctx.spec.user.finding(stage, "unsupported-op", message, op=op,
+                                 location=ctx.spec.user.from_stack_text(node.meta.get("stack_trace")))
+
+
+def _conversion_findings(stage: str, ctx, exporter: BaseException) -> list:
+    program, registry = _capture(ctx)
+    failing = [(node, None) for node in _untranslatable(program, registry)]
+    named = _TRANSLATING.search(_exporter_error_text(exporter))
+    nodes = {node.name: node for node in program.graph.nodes}
+    if named and named.group(1) in nodes and all(node.name != named.group(1) for node, _ in failing):
+        cause = _root_cause(exporter)
+        failing.insert(0, (nodes[named.group(1)], str(cause).strip().splitlines()[0]))
+    findings, seen = [], set()
+    for node, problem in failing:
+        finding = _node_finding(stage, ctx, node, problem)
+        if (finding.op, finding.file, finding.line) not in seen:
+            seen.add((finding.op, finding.file, finding.line))
+            findings.append(finding)
+    return findings
+
+
+def _exporter_findings(stage: str, ctx, exporter: BaseException) -> list:
+    if type(exporter).__name__ == "TorchExportError":
+        return _torch_export_findings(stage, ctx, _root_cause(exporter))
+    try:
+        findings = _conversion_findings(stage, ctx, exporter)
+    except Exception:  # capturing again failed where the exporter's capture did not: say what the exporter said
+        findings = []
+    return findings or [error_finding(stage, ctx, _root_cause(exporter), "unsupported-op")]
+
+
+def restate(stage: str, ctx, error: BaseException) -> OnnxExportFailed | None:
+    """The dynamo exporter's error as an OnnxExportFailed that says what failed where; None for other errors."""
+    exporter = _exporter_error(error)
+    if exporter is None:
+        return None
+    try:
+        findings = _exporter_findings(stage, ctx, exporter)
+    except Exception:  # a diagnosis that fails must not hide the exporter's own error
+        return None
+    first = findings[0]
+    at = f" at {first.file}:{first.line}" if first.file and first.line else ""
+    step = "torch.export" if type(exporter).__name__ == "TorchExportError" else "ONNX translation"
+    others = list(dict.fromkeys(f.op for f in findings[1:] if f.op and f.op != first.op))
+    more = f"; also {', '.join(others)}" if others else ""
+    return OnnxExportFailed(f"{step} failed{at}: {first.message}{more}", findings)
+
+
+def _invalid_node(stage: str, ctx, error: BaseException):
+    """The saved file failed onnx.checker: a finding for the node it names, at the torch line it came from."""
+    import onnx
+
+    from compatcheck.diagnose.onnx_nodes import named_node, node_finding
+
+    path = ctx.artifacts.get(stage)
+    node = named_node(onnx.load(path, load_external_data=False), str(error)) if path else None
+    if node is None:
+        return None
+    detail = str(error).split("): ", 1)[-1].strip()
+    return node_finding(stage, ctx, node, "invalid-graph", f"onnx.checker refuses the exported graph: {detail}")
+
+
+@with_rewrites
+def export_findings(stage: str, ctx, error: BaseException | None) -> list:
     if error is None:
         return []
-    return [error_finding(stage, ctx, error, "export-error")]
+    if isinstance(error, OnnxExportFailed):
+        return error.findings
+    invalid = _invalid_node(stage, ctx, error)
+    if invalid is not None:
+        return [invalid]
+    legacy = _LEGACY_OP.search(str(error))
+    op = f"{legacy.group(1)}.{legacy.group(2)}" if legacy else None
+    return [error_finding(stage, ctx, error, "unsupported-op" if legacy else "export-error", op=op)]

@@ -1,11 +1,101 @@
-"""Findings for onnxruntime: kernels it lacks and nodes that fail, mapped back to torch."""
+"""Findings for onnxruntime: kernels it lacks, nodes that fail, and the first op that computes
+something else, each mapped back to the torch line the ONNX node was exported from."""
 
 from __future__ import annotations
 
+import re
+
+import onnx
+
+from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.errors import error_finding
+from compatcheck.diagnose.onnx_nodes import named_node, node_finding
+
+_MISSING = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
 
 
-def runtime_findings(stage: str, ctx, error: BaseException | None) -> list:
-    if error is None:
+def _missing_kernels(stage: str, ctx, model: onnx.ModelProto, providers: list[str]) -> list:
+    import onnxruntime
+
+    from compatcheck.diagnose.kernels import blockers
+
+    findings = []
+    for blocker in blockers(model, providers):
+        has = "; ".join(f"{param}: {', '.join(types)}" for param, types in blocker.available.items())
+        needs = ", ".join(f"{param}={t}" for param, t in blocker.types.items())
+        said = _MISSING.search(blocker.detail)
+        expanded = (f"; onnxruntime expands it to {said.group(1)}({said.group(2)}), which has none either"
+                    if said and said.group(1) != blocker.node.op_type else "")
+        message = (f"onnxruntime {onnxruntime.__version__} has no {' or '.join(providers)} kernel for "
+                   f"{blocker.node.op_type}({blocker.since}) with {needs or 'these types'}"
+                   f"{f' (kernels exist for {has})' if has else ''}{expanded}")
+        findings.append(node_finding(stage, ctx, blocker.node, "missing-kernel", message))
+    return findings
+
+
+def _failure_findings(stage: str, ctx, error: BaseException, providers: list[str]) -> list:
+    path = ctx.artifacts.get("onnx_export")
+    model = onnx.load(path) if path else None
+    text = str(error)
+    if model is not None and ("NOT_IMPLEMENTED" in text or _MISSING.search(text)):
+        findings = _missing_kernels(stage, ctx, model, providers)
+        if findings:
+            return findings
+    node = named_node(model, text) if model is not None else None
+    if node is not None and "invalid model. " in text:
+        detail = text.split("invalid model. ", 1)[1].strip()
+        return [node_finding(stage, ctx, node, "invalid-graph", f"onnxruntime refuses the exported graph: {detail}")]
+    if node is not None:
+        from compatcheck.harness import one_line
+
+        return [node_finding(stage, ctx, node, "runtime-error", one_line(error, 400))]
+    missing = _MISSING.search(text)
+    return [error_finding(stage, ctx, error, "missing-kernel" if missing else "runtime-error",
+                          op=missing.group(1) if missing else None)]
+
+
+def _divergence_findings(stage: str, ctx, session, providers: list[str]) -> list:
+    from compatcheck.diagnose.divergence import first_divergence
+    from compatcheck.diagnose.replay import first_mismatch
+
+    index = first_mismatch(ctx)
+    if index is None:
         return []
-    return [error_finding(stage, ctx, error, "runtime-error")]
+    if ctx.options.onnx_exporter != "dynamo":
+        return [ctx.spec.user.finding(
+            stage, "numeric-divergence",
+            f"input set {index + 1} differs from eager; finding the first divergent op needs the dynamo exporter",
+        )]
+    try:
+        found = first_divergence(ctx, index, providers)
+    except Exception as exc:  # the search exports and runs again; the mismatch stands without it
+        from compatcheck.harness import one_line
+
+        return [ctx.spec.user.finding(
+            stage, "numeric-divergence",
+            f"input set {index + 1} differs from eager; the search for the first divergent op failed: {one_line(exc)}",
+        )]
+    if found is None:
+        return [ctx.spec.user.finding(
+            stage, "numeric-divergence",
+            f"input set {index + 1} differs from eager, but no intermediate value does once each is a graph output; "
+            "the outputs keep onnxruntime from fusing nodes, so try graph_optimization_level ORT_DISABLE_ALL",
+        )]
+    node = found.fx_node
+    op = str(node.target).removesuffix(".default")
+    error = f"max abs error {found.max_abs_error:.3g}" if found.max_abs_error is not None else found.problem
+    message = (f"first divergent op on input set {index + 1}: {op} ({error}); every value before it matches. "
+               f"onnxruntime computes it with {', '.join(found.onnx_ops)}")
+    return [ctx.spec.user.finding(stage, "numeric-divergence", message, op=op,
+                                  location=ctx.spec.user.from_stack_text(node.meta.get("stack_trace")))]
+
+
+@with_rewrites
+def runtime_findings(stage: str, ctx, error: BaseException | None, session) -> list:
+    from compatcheck.stages.onnxruntime import providers
+
+    if error is not None:
+        return _failure_findings(stage, ctx, error, providers())
+    if session is None:
+        return []
+    return _divergence_findings(stage, ctx, session, session.get_providers())

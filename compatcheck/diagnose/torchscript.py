@@ -1,22 +1,149 @@
-"""Findings for TorchScript: the script frontend's errors and the tracer's warnings."""
+"""Findings for TorchScript: the script frontend's errors, the tracer's warnings and refusals."""
 
 from __future__ import annotations
 
-from compatcheck.diagnose.errors import error_finding
+import ast
+import inspect
+import re
+import sys
+import textwrap
+import types
+
+from compatcheck.diagnose.catalog import with_rewrites
+from compatcheck.diagnose.constructs import construct
+from compatcheck.diagnose.replay import first_mismatch
+
+_PYTHON_CALL = re.compile(r"Could not export Python function call '(\w+)'")
+_BUILTIN = re.compile(r"Python builtin <built-in (?:function|method) (\w+)")
+_UNKNOWN_OP = re.compile(r"Unknown builtin op: (\S+)\.")
 
 
+def _first_line(error: BaseException) -> str:
+    """The error's first line: TorchScript puts the source range it prints anyway on the next ones."""
+    first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    return f"{type(error).__name__}: {first}".rstrip(": ")
+
+
+def _user_forwards(model):
+    """The forward function of each module class in the model, once each."""
+    seen = set()
+    for module in model.modules():
+        forward = getattr(type(module), "forward", None)
+        if forward is not None and forward not in seen:
+            seen.add(forward)
+            yield forward
+
+
+def _numpy_calls(ctx) -> list[tuple[str, int, list[str]]]:
+    """(file, line, ['numpy.sqrt', ...]) for each line of a user forward that calls into numpy."""
+    found = []
+    for forward in _user_forwards(ctx.spec.model):
+        file = inspect.getsourcefile(forward)
+        if not ctx.spec.user.owns(file):
+            continue
+        lines, start = inspect.getsourcelines(forward)
+        by_line: dict[int, list[str]] = {}
+        for node in ast.walk(ast.parse(textwrap.dedent("".join(lines)))):
+            if not isinstance(node, ast.Call):
+                continue
+            parts, target = [], node.func
+            while isinstance(target, ast.Attribute):
+                parts.insert(0, target.attr)
+                target = target.value
+            root = forward.__globals__.get(target.id) if isinstance(target, ast.Name) else None
+            if isinstance(root, types.ModuleType) and root.__name__.split(".")[0] == "numpy":
+                by_line.setdefault(start + node.lineno - 1, []).append(".".join(["numpy", *parts]))
+        found += [(file, line, list(dict.fromkeys(ops))) for line, ops in sorted(by_line.items())]
+    return found
+
+
+def _python_call(ctx, name: str) -> str:
+    """What a Python call TorchScript kept is: an autograd.Function, or just the name."""
+    import torch
+
+    for module in ctx.spec.model.modules():
+        obj = vars(sys.modules.get(type(module).__module__, object)).get(name)
+        if isinstance(obj, type) and issubclass(obj, torch.autograd.Function):
+            return "torch.autograd.Function"
+    return name
+
+
+def _frontend_finding(stage: str, ctx, error: BaseException, kind: str):
+    """A finding for a TorchScript error, at the first user location it prints: the failing source
+    range comes first, then the call sites (script), or the innermost frame first (trace)."""
+    user = ctx.spec.user
+    text = str(error)
+    ranges = user.locations(text)
+    location = ranges[0] if ranges else user.from_exception(error)
+    message, op = _first_line(error), None
+    if match := _PYTHON_CALL.search(text):
+        op = _python_call(ctx, match.group(1))
+        if op == "torch.autograd.Function":
+            message = (f"{match.group(1)} is a torch.autograd.Function: TorchScript keeps its apply() as a call "
+                       "into Python, which torch.jit.save refuses")
+        kind = "unsupported-python"
+    elif match := _BUILTIN.search(text):
+        op = match.group(1)
+    elif match := _UNKNOWN_OP.search(text):
+        op = match.group(1)
+    return user.finding(stage, kind, message, location=location, op=op)
+
+
+@with_rewrites
 def script_findings(stage: str, ctx, error: BaseException | None) -> list:
     if error is None:
         return []
-    return [error_finding(stage, ctx, error, "unsupported-python")]
+    # The frontend fails on a numpy function before it has a source range to print.
+    if "cannot create weak reference to 'numpy" in str(error):
+        calls = _numpy_calls(ctx)
+        if calls:
+            return [ctx.spec.user.finding(stage, "unsupported-python",
+                                          f"TorchScript cannot compile numpy calls ({', '.join(ops)})",
+                                          location=(file, line), op=ops[0]) for file, line, ops in calls]
+    return [_frontend_finding(stage, ctx, error, "unsupported-python")]
 
 
-def _tracer_kind(message: str) -> str:
-    if "Python boolean" in message:
-        return "frozen-control-flow"
-    return "frozen-constant"
+# TracerWarning text -> (kind, op when the source line names none)
+_TRACER = (
+    ("Python boolean", "frozen-control-flow", "bool()"),
+    ("Python number", "frozen-constant", "float()"),
+    ("Python index", "frozen-constant", "index"),
+    ("Python list", "frozen-constant", "Tensor.tolist"),
+    ("NumPy array", "frozen-constant", "Tensor.numpy"),
+    ("torch.from_numpy", "frozen-constant", "torch.from_numpy"),
+    ("Iterating over a tensor", "frozen-shape", "iteration"),
+)
 
 
+def _tracer_finding(stage: str, ctx, message: str, frame):
+    kind, op = next(((k, o) for text, k, o in _TRACER if text in message), ("trace-warning", None))
+    if kind != "trace-warning":  # the rest of the tracer's text is the same for all of them
+        message = message.split(". ")[0].rstrip(".") + ": the trace keeps what input set 1 gave, as a constant."
+    finding = ctx.spec.user.finding(stage, kind, message, location=frame)
+    if kind == "frozen-control-flow" or op == "float()":
+        finding.op = construct(finding.code) or op
+    else:
+        finding.op = op
+    return finding
+
+
+def _container_output(stage: str, ctx, error: BaseException, container: str):
+    """jit.trace refused a dict or list output: point at forward's return statement that builds it."""
+    forward = type(ctx.spec.model).forward
+    location = None
+    try:
+        file = inspect.getsourcefile(forward)
+        lines, start = inspect.getsourcelines(forward)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        wanted = ast.Dict if container == "dict" else ast.List
+        returns = [n for n in ast.walk(tree) if isinstance(n, ast.Return) and isinstance(n.value, wanted)]
+        location = (file, start + (returns[0].lineno if returns else 1) - 1)
+    except (OSError, TypeError, SyntaxError):
+        pass
+    return ctx.spec.user.finding(stage, "container-output", _first_line(error), location=location, op=container)
+
+
+@with_rewrites
 def trace_findings(stage: str, ctx, error: BaseException | None) -> list:
     import torch
 
@@ -28,10 +155,19 @@ def trace_findings(stage: str, ctx, error: BaseException | None) -> list:
         frame = ctx.spec.user.innermost(stack)
         message = str(warning.message).strip()
         key = (frame.filename if frame else None, frame.lineno if frame else None, message)
-        if key in seen:
-            continue
-        seen.add(key)
-        findings.append(ctx.spec.user.finding(stage, _tracer_kind(message), message, location=frame))
+        if key not in seen:
+            seen.add(key)
+            findings.append(_tracer_finding(stage, ctx, message, frame))
+    if findings and error is None:
+        index = first_mismatch(ctx)
+        if index is not None:
+            for finding in findings:
+                if finding.kind.startswith("frozen-"):
+                    finding.message += f" Input set {index + 1} proves it: there the trace differs from eager."
     if error is not None:
-        findings.append(error_finding(stage, ctx, error, "trace-error"))
+        container = re.search(r"Encountering a (dict|list) at the output of the tracer", str(error))
+        if container:
+            findings.append(_container_output(stage, ctx, error, container.group(1)))
+        else:
+            findings.append(_frontend_finding(stage, ctx, error, "trace-error"))
     return findings

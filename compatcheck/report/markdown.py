@@ -1,55 +1,72 @@
-"""The Markdown downgrade checklist: how far the model got, and a box to tick per finding."""
+"""The Markdown downgrade checklist, for a GitHub issue or pull request: how far the model got, a
+box to tick per finding with the user's line and the rewrite, the numbers that held, the versions."""
 
 from __future__ import annotations
 
-from compatcheck.report.model import Report, Status
+import re
+
+from compatcheck.report.model import Finding, Report, StageResult, Status
 
 SYMBOL = {
     Status.PASS: "✅", Status.MISMATCH: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️",
     Status.CRASH: "💥", Status.TIMEOUT: "⏱️",
 }
+_SPECIAL = re.compile(r"([\\*_\[\]<>|#])")  # would turn text into emphasis, links, HTML or table cells
 
 
-def _cell(text: str | None) -> str:
-    return (text or "").replace("|", "\\|").replace("\n", " ")
+def _text(text: str | None) -> str:
+    """Free text (an error message) as Markdown that shows it as written, on one line."""
+    return _SPECIAL.sub(r"\\\1", " ".join((text or "").split()))
 
 
-def _error(value: float | None) -> str:
+def _code(text: str) -> str:
+    """Inline code that survives backticks in the text."""
+    fence = "``" if "`" in text else "`"
+    return f"{fence}{text}{fence}" if fence == "`" else f"{fence} {text} {fence}"
+
+
+def _block(code: str, indent: str = "  ") -> list[str]:
+    fence = "````" if "```" in code else "```"
+    return [f"{indent}{fence}python", *(f"{indent}{line}".rstrip() for line in code.splitlines()), f"{indent}{fence}"]
+
+
+def _number(value: float | None) -> str:
     return "" if value is None else f"{value:.2e}"
 
 
-def checklist(report: Report) -> str:
-    model = report.model.path if report.model else "(model not loaded)"
-    lines = [f"# Deployment checklist: `{model}`", ""]
-    deepest = report.deepest_pass()
-    lines.append(f"**Deepest stage reached:** `{deepest}`" if deepest else "**Deepest stage reached:** none")
-    blocked = [s for s in report.stages if s.status not in (Status.PASS, Status.SKIP)]
-    if blocked:
-        lines.append(f"**Blocked:** {', '.join(f'`{s.name}` ({s.status.value})' for s in blocked)}")
-    lines += ["", "| stage | verdict | max abs error | max rel error | seconds | note |", "|---|---|---:|---:|---:|---|"]
-    for stage in report.stages:
-        lines.append(
-            f"| `{stage.name}` | {SYMBOL[stage.status]} {stage.status.value} | {_error(stage.max_abs_error)} | "
-            f"{_error(stage.max_rel_error)} | {stage.seconds:.1f} | {_cell(stage.reason)} |"
-        )
-    lines.append("")
-    for stage in report.stages:
-        if stage.status in (Status.PASS, Status.SKIP) and not stage.findings:
-            continue
-        lines += [f"## `{stage.name}`: {stage.status.value}", ""]
-        if stage.reason and not stage.findings:
-            lines += [f"- [ ] {stage.reason}", ""]
-        for finding in stage.findings:
-            where = f"`{finding.file}:{finding.line}`" if finding.file and finding.line else "(no user line)"
-            lines.append(f"- [ ] **{finding.kind}**{f' `{finding.op}`' if finding.op else ''} at {where}: "
-                         f"{finding.message}")
-            if finding.code:
-                lines += ["  ```python", f"  {finding.code}", "  ```"]
-            if finding.rewrite:
-                lines.append(f"  Rewrite: {finding.rewrite}")
-        lines.append("")
-    lines += ["## Numerics", "", "| stage | output | max abs error | atol | rtol | tolerance that would pass |",
-              "|---|---|---:|---:|---:|---|"]
+def _ladder(report: Report) -> str:
+    return " → ".join(f"{SYMBOL[s.status]} {s.name}" for s in report.stages)
+
+
+def _item(finding: Finding, shown: dict[str, str]) -> list[str]:
+    """One box; `shown` maps each rewrite already printed to the stage it is under, to print it once."""
+    where = _code(f"{finding.file}:{finding.line}") if finding.file and finding.line else "no line in your code"
+    op = f" {_code(finding.op)}" if finding.op else ""
+    lines = [f"- [ ] **{finding.kind}**{op} at {where}: {_text(finding.message)}"]
+    if finding.code:
+        lines += _block(finding.code)
+    if finding.rewrite and finding.rewrite in shown:
+        lines += ["", f"  Rewrite: the same as under `{shown[finding.rewrite]}` above."]
+    elif finding.rewrite:
+        shown[finding.rewrite] = finding.stage
+        lines += ["", "  Rewrite:", "", *_block(finding.rewrite)]
+    return lines
+
+
+def _stage_section(stage: StageResult, shown: dict[str, str]) -> list[str]:
+    lines = [f"### {SYMBOL[stage.status]} `{stage.name}`: {stage.status.value}", ""]
+    if stage.reason:
+        lines += [f"> {_text(stage.reason)}", ""]
+    if not stage.findings:
+        lines.append("- [ ] find out why: no finding points into your code; the reason above and the "
+                     "error in the JSON report are what there is")
+    for finding in stage.findings:
+        lines += _item(finding, shown)
+    return lines + [""]
+
+
+def _numerics(report: Report) -> list[str]:
+    rows = []
     for stage in report.stages:
         worst = {}
         for one in stage.input_sets:
@@ -58,9 +75,64 @@ def checklist(report: Report) -> str:
                         leaf.output not in worst or leaf.max_abs_error > worst[leaf.output].max_abs_error):
                     worst[leaf.output] = leaf
         for name, leaf in worst.items():
-            need = f"atol {leaf.required_atol:.2e} or rtol {leaf.required_rtol:.2e}" if leaf.required_atol is not None else "none (NaN/Inf differ)"
-            lines.append(f"| `{stage.name}` | `{name}` | {_error(leaf.max_abs_error)} | {leaf.atol:g} | {leaf.rtol:g} | {need} |")
-    lines += ["", "## Environment", ""]
-    lines += [f"- {key}: `{value}`" for key, value in report.environment.items() if key != "executable"]
+            ok = all(other.ok for one in stage.input_sets for other in one.leaves if other.output == name)
+            held = "✅ held" if ok else "❌ broken"
+            if leaf.fp64_verdict == "within-noise":
+                held += " (within fp64-adjudicated noise)"
+            tightest = (f"atol {leaf.required_atol:.1e} or rtol {leaf.required_rtol:.1e}"
+                        if leaf.required_atol is not None else "none: NaN/Inf differ")
+            rows.append(f"| `{stage.name}` | `{name}` | {_number(leaf.max_abs_error)} | "
+                        f"{_number(leaf.max_rel_error)} | {leaf.atol:g} | {leaf.rtol:g} | {held} | {tightest} |")
+    if not rows:
+        return ["No stage produced outputs to compare.", ""]
+    return ["Worst case over the input sets, per output. A tolerance holds when "
+            "|stage − eager| ≤ atol + rtol·|eager| everywhere.", "",
+            "| stage | output | max abs error | max rel error | atol | rtol | tolerance | tightest that passes |",
+            "|---|---|---:|---:|---:|---:|---|---|", *rows, ""]
+
+
+def _environment(report: Report) -> list[str]:
+    lines = [f"- {key}: `{value}`" for key, value in report.environment.items()
+             if key != "executable" and not key.startswith("env:")]
+    variables = [f"`{key[4:]}={value}`" for key, value in report.environment.items() if key.startswith("env:")]
+    if variables:
+        lines.append(f"- environment variables: {', '.join(variables)}")
+    if report.command:
+        lines.append(f"- command: `{' '.join(report.command)}`")
+    return lines + [""]
+
+
+def checklist(report: Report) -> str:
+    model = report.model.path if report.model else "(model not loaded)"
+    deepest = report.deepest_pass()
+    lines = [f"# Deployment checklist: `{model}`", "",
+             f"**Deepest stage reached:** `{deepest}`" if deepest else "**Deepest stage reached:** none", "",
+             _ladder(report), ""]
+    blocked = [s for s in report.stages if s.status not in (Status.PASS, Status.SKIP)]
+    noted = [s for s in report.stages if s.status in (Status.PASS, Status.SKIP) and s.findings]
+    skipped = [s for s in report.stages if s.status is Status.SKIP and not s.findings]
+    lines += ["| stage | verdict | max abs error | max rel error | seconds | note |", "|---|---|---:|---:|---:|---|"]
+    for stage in report.stages:
+        lines.append(f"| `{stage.name}` | {SYMBOL[stage.status]} {stage.status.value} | "
+                     f"{_number(stage.max_abs_error)} | {_number(stage.max_rel_error)} | {stage.seconds:.1f} | "
+                     f"{_text(stage.reason)} |")
     lines.append("")
+    shown: dict[str, str] = {}
+    if blocked:
+        count = sum(max(len(s.findings), 1) for s in blocked)
+        lines += [f"## To do: {count} item{'s' * (count != 1)} in {len(blocked)} blocked "
+                  f"stage{'s' * (len(blocked) != 1)}", ""]
+        for stage in blocked:
+            lines += _stage_section(stage, shown)
+    else:
+        lines += ["## To do", "", "Nothing blocks a stage that ran.", ""]
+    if noted:
+        lines += ["## Worth a look in passing stages", ""]
+        for stage in noted:
+            lines += _stage_section(stage, shown)
+    if skipped:
+        lines += ["## Not run", ""]
+        lines += [f"- `{s.name}`: {_text(s.reason) or 'skipped'}" for s in skipped]
+        lines.append("")
+    lines += ["## Numerics", "", *_numerics(report), "## Environment", "", *_environment(report)]
     return "\n".join(lines)

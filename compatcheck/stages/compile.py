@@ -12,13 +12,20 @@ class Compile(Stage):
     name = "compile"
     fullgraph = False
 
+    def __init__(self):
+        self.failure: BaseException | None = None  # compiling happens on the first call, inside the runner
+
     def build(self, ctx: StageContext):
         torch._dynamo.reset()
         compiled = torch.compile(ctx.spec.model, fullgraph=self.fullgraph, backend=ctx.options.compile_backend)
 
         def run(input_set):
-            with torch.no_grad():
-                return compiled(*input_set.args, **input_set.kwargs)
+            try:
+                with torch.no_grad():
+                    return compiled(*input_set.args, **input_set.kwargs)
+            except Exception as exc:
+                self.failure = self.failure or exc
+                raise
 
         return run
 
@@ -28,7 +35,7 @@ class Compile(Stage):
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.dynamo import graph_break_findings
 
-        return graph_break_findings(self.name, ctx, error)
+        return graph_break_findings(self.name, ctx, error or self.failure)
 
     def reproduce(self, ctx: StageContext) -> str:
         return (

@@ -38,6 +38,7 @@ class OnnxRuntime(Stage):
 
     def __init__(self):
         self.session = None
+        self.failure: BaseException | None = None  # a node failing at run time, for the diagnosis
 
     def available(self, ctx: StageContext) -> str | None:
         try:
@@ -56,7 +57,11 @@ class OnnxRuntime(Stage):
         )
 
         def run(input_set):
-            return self.session.run(None, feeds(self.session, input_set))
+            try:
+                return self.session.run(None, feeds(self.session, input_set))
+            except Exception as exc:
+                self.failure = self.failure or exc
+                raise
 
         return run
 
@@ -70,7 +75,7 @@ class OnnxRuntime(Stage):
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.onnxruntime import runtime_findings
 
-        return runtime_findings(self.name, ctx, error)
+        return runtime_findings(self.name, ctx, error or self.failure, self.session)
 
     def reproduce(self, ctx: StageContext) -> str:
         return (

@@ -1,0 +1,15 @@
+"""What the harness found per input set, for findings that need the proof (a frozen trace, a
+divergent ONNX graph), and the tolerances it compared with."""
+
+from __future__ import annotations
+
+from compatcheck.compare import Tolerances
+
+
+def tolerances(ctx) -> Tolerances:
+    return Tolerances(ctx.options.atol, ctx.options.rtol, ctx.spec.tolerance)
+
+
+def first_mismatch(ctx) -> int | None:
+    """The first input set on which the stage's artifact differed from eager or raised, else None."""
+    return next((one.index for one in ctx.input_results if not one.ok), None)

@@ -1,0 +1,137 @@
+"""Findings name the op that blocks a stage and the user's line, for every example model with a
+stage that does not pass; each model runs once, with only the stages its findings need."""
+
+import ast
+
+import pytest
+
+from compatcheck.diagnose.catalog import load as load_catalog
+from compatcheck.report.model import Finding
+from tests.conftest import MODELS, run_cli
+
+PASSING = {"pass", "skip"}
+
+
+def _literal(path, name):
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    return None
+
+
+def line_of(path, text):
+    """The line holding `text`, so these tables survive edits above it."""
+    lines = [n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+    assert len(lines) == 1, f"{text!r} is on lines {lines} of {path.name}"
+    return lines[0]
+
+
+# Models that predate EXPECTED_FINDINGS: (stage, kind, op, text on the line the finding must point at).
+OLDER_MODELS = {
+    "data_dependent_if": [
+        ("compile_fullgraph", "graph-break", "if", "if x.sum() > 0:"),
+        ("jit_trace", "frozen-control-flow", "if", "if x.sum() > 0:"),
+        ("onnx_export", "data-dependent-guard", "if", "if x.sum() > 0:"),
+    ],
+    "numpy_forward": [
+        ("jit_script", "unsupported-python", "numpy.sqrt", "scale = np.sqrt("),
+        ("jit_script", "unsupported-python", "numpy.asarray", "np.asarray(scale"),
+        ("jit_trace", "frozen-constant", "Tensor.numpy", "scale = np.sqrt("),
+        ("jit_trace", "frozen-constant", "torch.from_numpy", "np.asarray(scale"),
+    ],
+    "dict_outputs": [("jit_trace", "container-output", "dict", 'return {"logits"')],
+    "item_call": [("jit_trace", "frozen-constant", "Tensor.item", "peak = x.abs().max().item()")],
+}
+
+
+def expected_findings(stem):
+    """(stage, kind, op, line) the model must produce."""
+    path = MODELS / f"{stem}.py"
+    if stem in OLDER_MODELS:
+        return [(stage, kind, op, line_of(path, text)) for stage, kind, op, text in OLDER_MODELS[stem]]
+    return [(f["stage"], f["kind"], f["op"], f["line"]) for f in _literal(path, "EXPECTED_FINDINGS") or []]
+
+
+def blocked_models():
+    return sorted(p.stem for p in MODELS.glob("*.py")
+                  if set((_literal(p, "EXPECTED") or {}).values()) - PASSING)
+
+
+MODELS_WITH_FINDINGS = sorted(set(OLDER_MODELS) | {p.stem for p in MODELS.glob("*.py")
+                                                   if _literal(p, "EXPECTED_FINDINGS")})
+
+
+def test_every_blocked_example_model_has_expected_findings_for_each_blocked_stage():
+    assert blocked_models()
+    for stem in blocked_models():
+        verdicts = _literal(MODELS / f"{stem}.py", "EXPECTED")
+        blocked = {stage for stage, verdict in verdicts.items() if verdict not in PASSING}
+        covered = {stage for stage, *_ in expected_findings(stem)}
+        assert blocked <= covered, f"{stem}: no expected finding for {sorted(blocked - covered)}"
+
+
+@pytest.fixture(scope="module", params=MODELS_WITH_FINDINGS)
+def run(request, tmp_path_factory):
+    """(model stem, report) from one run of the stages the model's findings are about."""
+    import json
+
+    stem = request.param
+    stages = sorted({stage for stage, *_ in expected_findings(stem)})
+    out = tmp_path_factory.mktemp(stem)
+    # Graph breaks come from dynamo, not from the backend: the eager backend saves inductor's compile time.
+    backend = "inductor" if "compile" in stages else "eager"
+    proc = run_cli("run", str(MODELS / f"{stem}.py"), "--stages", ",".join(stages), "--compile-backend", backend,
+                   "--json", str(out / "report.json"), "--quiet", env={"COMPATCHECK_CACHE_DIR": str(out / "cache")})
+    assert (out / "report.json").exists(), proc.stdout + proc.stderr
+    return stem, json.loads((out / "report.json").read_text())
+
+
+@pytest.mark.slow
+def test_findings_name_the_op_and_the_line(run):
+    stem, report = run
+    found = {(f["stage"], f["kind"], f["op"], f["line"]) for f in report["findings"]}
+    for expected in expected_findings(stem):
+        assert expected in found, f"{stem}: {expected} not among {sorted(found, key=str)}"
+    for finding in report["findings"]:
+        if (finding["stage"], finding["kind"], finding["op"], finding["line"]) in set(expected_findings(stem)):
+            assert finding["file"] == f"{stem}.py"
+            source = (MODELS / f"{stem}.py").read_text().splitlines()[finding["line"] - 1].strip()
+            assert finding["code"] == source
+
+
+@pytest.mark.slow
+def test_every_stage_that_does_not_pass_has_a_finding(run):
+    stem, report = run
+    for stage in report["stages"]:
+        if stage["status"] not in PASSING:
+            assert stage["findings"], f"{stem}: {stage['name']} {stage['status']} without a finding"
+
+
+@pytest.mark.slow
+def test_expected_findings_carry_the_catalog_rewrite(run):
+    stem, report = run
+    catalog = load_catalog(None)
+    expected = set(expected_findings(stem))
+    for data in report["findings"]:
+        if (data["stage"], data["kind"], data["op"], data["line"]) in expected:
+            entry = catalog.match(Finding(**{**data, "rewrite": None}))
+            assert entry is not None, f"{stem}: no catalog entry for {data['op']} in {data['stage']}"
+            assert data["rewrite"] == entry.text()
+
+
+@pytest.mark.slow
+def test_onnx_export_reason_states_the_cause_not_the_step(run):
+    stem, report = run
+    stage = next((s for s in report["stages"] if s["name"] == "onnx_export"), None)
+    if stage is None or stage["status"] != "fail":
+        # Not a failing export here: it must not be one the model's table expects to fail.
+        assert (_literal(MODELS / f"{stem}.py", "EXPECTED") or {}).get("onnx_export") != "fail"
+        return
+    assert "step 1/3" not in stage["reason"] and "step 3/3" not in stage["reason"]
+    ops = {f["op"] for f in stage["findings"]}
+    if stem == "data_dependent_if":
+        assert f"data_dependent_if.py:{line_of(MODELS / 'data_dependent_if.py', 'if x.sum() > 0:')}" in stage["reason"]
+        assert "data-dependent" in stage["reason"]
+    else:
+        names = {op.split(".")[1] if "." in op else op for op in ops}  # aten.erfinv -> erfinv; MatMul
+        assert any(name in stage["reason"] for name in names), stage["reason"]

@@ -1,0 +1,107 @@
+"""Talking to a running server with tritonclient: load the model (with the server's reason when it
+refuses), send requests over HTTP or gRPC, unload."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from compatcheck.triton.errors import TritonError, TritonLoadError
+from compatcheck.triton.launcher import Launcher
+from compatcheck.triton.repository import TensorSpec
+
+PROTOCOLS = ("http", "grpc")
+REQUEST_TIMEOUT = 120.0
+LOAD_TIMEOUT = 300.0
+# What the load API says when config.pbtxt does not parse or is invalid; the reason is only in the log.
+POLL_FAILED = "failed to poll from model repository"
+
+
+class Client:
+    def __init__(self, http_url: str, grpc_url: str, timeout: float = REQUEST_TIMEOUT):
+        import tritonclient.grpc
+        import tritonclient.http
+
+        self.modules = {"http": tritonclient.http, "grpc": tritonclient.grpc}
+        self.clients = {
+            "http": tritonclient.http.InferenceServerClient(http_url, connection_timeout=timeout,
+                                                            network_timeout=timeout),
+            "grpc": tritonclient.grpc.InferenceServerClient(grpc_url),
+        }
+        self.timeout = timeout
+
+    def server_version(self) -> str:
+        return self.clients["http"].get_server_metadata()["version"]
+
+    def load(self, name: str, server: Launcher, *, config=None, files: dict[str, bytes] | None = None,
+             timeout: float = LOAD_TIMEOUT) -> None:
+        """Load through the repository API. The call runs in a thread while the server is watched: one
+        that dies, or whose model can never become ready, would otherwise keep us waiting."""
+        from google.protobuf import json_format
+        from tritonclient.utils import InferenceServerException
+
+        mark = server.log_mark()
+        failure: list[BaseException] = []
+
+        def call():
+            try:
+                self.clients["grpc"].load_model(
+                    name, config=json_format.MessageToJson(config) if config is not None else None,
+                    files=files, client_timeout=timeout,
+                )
+            except Exception as exc:
+                failure.append(exc)
+
+        thread = threading.Thread(target=call, name=f"load {name}", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            try:
+                server.check()
+            except TritonError as exc:
+                raise TritonLoadError(name, str(exc)) from None
+            thread.join(0.1)
+        if not failure:
+            return
+        error = failure[0]
+        if not isinstance(error, InferenceServerException):
+            raise error
+        message = error.message() or str(error)
+        if "DEADLINE_EXCEEDED" in str(error.status()):
+            raise TritonLoadError(name, f"not loaded after {timeout:g}s")
+        extra = [reason for reason in [self.index_reason(name)] if reason and reason not in message]
+        if POLL_FAILED in message:
+            extra += server.log_errors(mark)
+        raise TritonLoadError(name, message, extra)
+
+    def index_reason(self, name: str) -> str | None:
+        """The reason the repository index gives for the model's state, if any."""
+        try:
+            index = self.clients["http"].get_model_repository_index()
+        except Exception:
+            return None
+        return next((entry.get("reason") for entry in index if entry.get("name") == name), None)
+
+    def infer(self, protocol: str, model: str, inputs: list[tuple[TensorSpec, np.ndarray]],
+              outputs: list[str]) -> list[np.ndarray]:
+        module = self.modules[protocol]
+        tensors = []
+        for spec, array in inputs:
+            tensor = module.InferInput(spec.name, list(array.shape), spec.datatype)
+            tensor.set_data_from_numpy(array)
+            tensors.append(tensor)
+        requested = [module.InferRequestedOutput(name) for name in outputs]
+        deadline = {"client_timeout": self.timeout} if protocol == "grpc" else {}
+        result = self.clients[protocol].infer(model, tensors, outputs=requested, **deadline)
+        return [result.as_numpy(name) for name in outputs]
+
+    def unload(self, name: str) -> None:
+        try:
+            self.clients["grpc"].unload_model(name, client_timeout=self.timeout)
+        except Exception:
+            pass  # the server may be gone already; nothing is left to unload then
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+

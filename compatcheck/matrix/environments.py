@@ -1,0 +1,189 @@
+"""One virtual environment per matrix environment, built once and reused while its key is unchanged.
+
+The key hashes what decides an environment's contents: its requirements, its index options, the
+interpreter, and compatcheck's own dependency list. compatcheck itself is not installed there: each
+cell puts the running compatcheck on PYTHONPATH (see cells.py), so one environment serves every
+checkout and always runs the code that reads its reports back.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.metadata
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import compatcheck
+from compatcheck.matrix.config import Environment, package_name
+from compatcheck.runner import write_atomically
+
+MARKER = "compatcheck-env.json"  # written last: an environment without it is a half-built one
+
+
+class BuildError(Exception):
+    """An environment could not be built; its cells cannot run."""
+
+
+@dataclass
+class Built:
+    name: str
+    path: Path
+    key: str
+    reused: bool
+    seconds: float  # what building it took (the first time, when reused): what reusing it saves
+    installer: str
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "compatcheck" / "envs"
+
+
+def compatcheck_requirements() -> list[str]:
+    """compatcheck's runtime dependencies: from pyproject.toml in a source checkout (an editable
+    install's metadata goes stale when they change), else from the installed package's metadata."""
+    pyproject = Path(compatcheck.__file__).resolve().parent.parent / "pyproject.toml"
+    if pyproject.is_file():
+        project = tomllib.loads(pyproject.read_text()).get("project", {})
+        if project.get("name") == "compatcheck":
+            return list(project["dependencies"])
+    return [r for r in importlib.metadata.requires("compatcheck") or [] if "extra" not in r.partition(";")[2]]
+
+
+def requirements(env: Environment) -> list[str]:
+    """The environment's requirements, then compatcheck's for every package they do not name:
+    resolved in one install, so `torch==2.14.1` wins over compatcheck's own torch range."""
+    named = {package_name(r) for r in env.requirements}
+    return env.requirements + [r for r in compatcheck_requirements() if package_name(r) not in named]
+
+
+def interpreter(env: Environment) -> tuple[str, str]:
+    """(path of the base interpreter, its full version) for the environment's python."""
+    found = shutil.which(env.python or sys.executable)
+    if not found:
+        raise BuildError(f"python {env.python!r} not found")
+    probe = "import os, sys; print(os.path.realpath(sys._base_executable)); print(sys.version)"
+    out = subprocess.run([found, "-c", probe], capture_output=True, text=True)
+    if out.returncode:
+        raise BuildError(f"python {found} does not run: {out.stderr.strip()[-300:]}")
+    base, version = out.stdout.split("\n", 1)
+    return base, version.strip()
+
+
+def key_inputs(env: Environment) -> dict:
+    base, version = interpreter(env)
+    return {
+        "requirements": requirements(env), "index_url": env.index_url, "extra_index_urls": env.extra_index_urls,
+        "find_links": env.find_links, "pre": env.pre, "python": base, "python_version": version,
+    }
+
+
+def env_key(inputs: dict) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def installer() -> str:
+    """uv when it is on PATH (many times faster), pip otherwise; COMPATCHECK_INSTALLER picks one."""
+    chosen = os.environ.get("COMPATCHECK_INSTALLER") or ("uv" if shutil.which("uv") else "pip")
+    if chosen not in ("uv", "pip"):
+        raise BuildError(f"COMPATCHECK_INSTALLER must be uv or pip, not {chosen!r}")
+    return chosen
+
+
+def pip_config() -> dict[str, list[str]]:
+    """pip's effective settings (its config files, then PIP_* variables), for uv, which reads neither."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    found: dict[str, dict[str, list[str]]] = {"global": {}, "install": {}, ":env:": {}}
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        name, _, value = line.partition("=")
+        section, _, option = name.partition(".")
+        if section in found:
+            found[section][option] = value.strip("'\"").split()
+    return {**found["global"], **found["install"], **found[":env:"]}  # pip's own precedence
+
+
+def uv_options(env: Environment, config: dict[str, list[str]]) -> list[str]:
+    """uv flags that install from where pip would: the user's pip settings, then the environment's."""
+    options = ["--index-strategy", "unsafe-best-match"]  # pip weighs every index; uv stops at the first by default
+    index_url = [env.index_url] if env.index_url else config.get("index-url", [])[:1]
+    for flag, values in (("--index-url", index_url),
+                         ("--extra-index-url", config.get("extra-index-url", []) + env.extra_index_urls),
+                         ("--find-links", config.get("find-links", []) + env.find_links),
+                         ("--constraint", config.get("constraint", []))):
+        for value in values:
+            options += [flag, value]
+    return options + (["--prerelease", "allow"] if env.pre else [])
+
+
+def pip_options(env: Environment) -> list[str]:
+    """pip reads the user's configuration itself; these add the environment's own options."""
+    options = ["--index-url", env.index_url] if env.index_url else []
+    for flag, values in (("--extra-index-url", env.extra_index_urls), ("--find-links", env.find_links)):
+        for value in values:
+            options += [flag, value]
+    return options + (["--pre"] if env.pre else [])
+
+
+def commands(env: Environment, path: Path, python: str, tool: str) -> tuple[list[list[str]], dict[str, str]]:
+    """The commands that build the environment at `path`, and the variables they run with."""
+    wanted = requirements(env)
+    if tool == "uv":
+        config = pip_config()
+        variables = {"SSL_CERT_FILE": config["cert"][0]} if config.get("cert") else {}
+        return [["uv", "venv", "--python", python, str(path)],
+                ["uv", "pip", "install", "--python", str(path / "bin" / "python"), *uv_options(env, config), *wanted]
+                ], variables
+    return [[python, "-m", "venv", str(path)],
+            [str(path / "bin" / "python"), "-m", "pip", "install", *pip_options(env), *wanted]], {}
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def ensure(name: str, env: Environment, env_dir: Path, on_build=None) -> Built:
+    """The environment's folder under env_dir, built now unless a finished one with its key is there."""
+    inputs = key_inputs(env)
+    key = env_key(inputs)
+    path = env_dir / key
+    env_dir.mkdir(parents=True, exist_ok=True)
+    with open(env_dir / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be building the same environment right now
+        if (path / MARKER).is_file():
+            marker = json.loads((path / MARKER).read_text())
+            return Built(name, path, key, True, marker["build_seconds"], marker["installer"])
+        tool = installer()
+        if on_build:
+            on_build(name, key, tool)
+        shutil.rmtree(path, ignore_errors=True)  # what a build that stopped half-way left
+        started = time.monotonic()
+        steps, variables = commands(env, path, inputs["python"], tool)
+        log = env_dir / f"{key}.log"
+        with log.open("w") as out:
+            for command in steps:
+                out.write(f"$ {shlex.join(command)}\n")
+                out.flush()
+                code = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                      env={**os.environ, **variables}).returncode
+                if code:
+                    raise BuildError(f"`{shlex.join(command[:4])} ...` exited with status {code}; "
+                                     f"the end of {log}:\n{_tail(log)}")
+        seconds = round(time.monotonic() - started, 1)
+        write_atomically(path / MARKER, json.dumps({
+            "name": name, "key": key, "inputs": inputs, "installer": tool, "build_seconds": seconds,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }, indent=2))
+        return Built(name, path, key, False, seconds, tool)

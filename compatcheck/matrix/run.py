@@ -1,0 +1,38 @@
+"""`compatcheck matrix`: plan the cells, build or reuse the environments, run the cells, then the shared merge."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from compatcheck.errors import UsageError
+from compatcheck.matrix import config, emit, environments
+from compatcheck.matrix.cells import plan, run_matrix
+from compatcheck.matrix.merge import finish
+from compatcheck.matrix.progress import Display
+
+EMITTERS = {"github": emit.github}
+
+
+def main(matrix_path: Path, console: Console, *, jobs: int, resume: bool, strict: bool, update_baseline: bool,
+         out: Path, env_dir: Path | None, only: list[str] | None, emit_for: str | None) -> int:
+    matrix = config.load(matrix_path)
+    base = matrix_path.resolve().parent
+    everything = plan(matrix, base)
+    cells = plan(matrix, base, only)
+    if emit_for:
+        if emit_for not in EMITTERS:
+            raise UsageError(f"--emit {emit_for!r}: known are {', '.join(EMITTERS)}")
+        print(EMITTERS[emit_for](cells))
+        return 0
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    started = time.monotonic()
+    with Display(console, len(cells)) as display:
+        results = run_matrix(matrix, cells, out, env_dir or environments.default_dir(), jobs, resume, display)
+    console.print(f"{len(results)} of {len(cells)} cells in {time.monotonic() - started:.0f} s", highlight=False)
+    return finish(results, base / matrix.baseline if matrix.baseline else None, out, console,
+                  cells={cell.id for cell in cells}, strict=strict, update=update_baseline,
+                  keep={cell.id for cell in everything})

@@ -49,6 +49,26 @@ def _writable_dir(path: Path | None, what: str) -> None:
         raise UsageError(f"cannot write into {what} {path}")
 
 
+def _megabytes(text: str | None) -> int | None:
+    if text is None:
+        return None
+    units = {"M": 1, "G": 1024, "T": 1024 * 1024}
+    number, unit = (text[:-1], text[-1].upper()) if text[-1:].upper() in units else (text, "M")
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise UsageError(f"--memory-limit must be a positive size like 4G or 512M, got {text!r}")
+    return max(1, int(value * units[unit]))
+
+
+def _previous_report(path: Path):
+    from compatcheck.report.model import load_report
+
+    return load_report(path) if path.exists() else None
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"compatcheck {__version__}")
@@ -68,7 +88,8 @@ def _sigterm_as_interrupt(signum, frame):
 
 @app.command()
 def run(
-    target: str = typer.Argument(..., help="PATH[:FACTORY]: the model file, and the factory if not get_model."),
+    target: str = typer.Argument(
+        ..., metavar="PATH[:FACTORY]", help="The model file, and the factory if it is not get_model."),
     stages: Optional[str] = typer.Option(None, "--stages", help="Comma-separated stages to run (default: all)."),
     skip: Optional[str] = typer.Option(None, "--skip", help="Comma-separated stages to leave out."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds one stage may take before it is killed."),
@@ -77,16 +98,37 @@ def run(
     onnx_exporter: str = typer.Option("dynamo", "--onnx-exporter", help="dynamo or legacy."),
     onnx_opset: Optional[int] = typer.Option(None, "--onnx-opset", help="ONNX opset (default: the exporter's)."),
     compile_backend: str = typer.Option("inductor", "--compile-backend", help="torch.compile backend."),
+    rewrites: Optional[Path] = typer.Option(
+        None, "--rewrites", help="A YAML rewrite catalog; its entries take precedence over the built-in ones."),
+    triton: str = typer.Option(
+        "local", "--triton", help="Server for the triton stage: local (a tritonserver binary), docker or url."),
+    triton_url: Optional[str] = typer.Option(
+        None, "--triton-url", help="HOST:PORT of a running server's HTTP endpoint (gRPC: the next port, or "
+        "HOST:PORT,HOST:PORT), for --triton url."),
+    triton_image: Optional[str] = typer.Option(
+        None, "--triton-image", help="Image for --triton docker (default nvcr.io/nvidia/tritonserver:24.10-py3)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
     markdown_path: Optional[Path] = typer.Option(None, "--markdown", help="Write the Markdown checklist here."),
     artifacts: Optional[Path] = typer.Option(
         None, "--artifacts", help="Keep exported files, inputs.npz and a reproduce script per stage here."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Run independent stages in up to N workers side by side."),
+    memory_limit: Optional[str] = typer.Option(
+        None, "--memory-limit", help="Memory a worker may allocate, e.g. 4G or 512M; beyond it allocations fail."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Keep the verdicts of the --json report an interrupted run left; run the rest."),
+    bench: bool = typer.Option(
+        False, "--bench", help="Time every passing artifact: p50/p95 latency and throughput per input set."),
+    bench_seconds: float = typer.Option(2.0, "--bench-seconds", help="Time budget per artifact and input set."),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Run every stage even if an identical run's results are cached."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress, only the table."),
 ) -> None:
     """Run the model through every stage and compare each with eager."""
     from pydantic import ValidationError
 
     from compatcheck import stages as ladder
+    from compatcheck.cache import StageCache
+    from compatcheck.cache import default_dir as default_cache_dir
     from compatcheck.options import RunOptions
     from compatcheck.report.console import render
     from compatcheck.runner import execute, write_atomically
@@ -99,13 +141,29 @@ def run(
     for name, value in (("--atol", atol), ("--rtol", rtol)):
         if value is not None and value < 0:
             raise UsageError(f"{name} must be non-negative, got {value:g}")
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    if resume and json_path is None:
+        raise UsageError("--resume needs --json: the report to resume from")
+    if triton not in ("local", "docker", "url"):
+        raise UsageError(f"--triton must be local, docker or url, got {triton!r}")
+    if triton == "url" and not triton_url:
+        raise UsageError("--triton url needs --triton-url HOST:PORT")
     _writable_file(json_path, "--json")
     _writable_file(markdown_path, "--markdown")
     _writable_dir(artifacts, "--artifacts")
+    if rewrites is not None:
+        from compatcheck.diagnose.catalog import load as load_catalog
+
+        rewrites = rewrites.resolve()
+        load_catalog(str(rewrites))  # a bad file is a usage error now, not a failed diagnosis later
     try:
         options = RunOptions(
             stages=ladder.select(_names(stages), _names(skip)), timeout=timeout, atol=atol, rtol=rtol,
             onnx_exporter=onnx_exporter, onnx_opset=onnx_opset, compile_backend=compile_backend,
+            rewrites=str(rewrites) if rewrites else None,
+            memory_limit_mb=_megabytes(memory_limit), bench_seconds=bench_seconds if bench else None, triton_launcher=triton, triton_url=triton_url,
+            **({"triton_image": triton_image} if triton_image else {}),
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -122,9 +180,19 @@ def run(
             elif result is not None:
                 console.print(f"  {stage}: {result.status.value} ({result.seconds:.1f}s)", highlight=False)
 
+        previous = _previous_report(json_path) if resume else None
+        # Timings are of this machine now: never served from the cache.
+        cache = None if no_cache or bench else StageCache(default_cache_dir(), model.resolve(), factory, options)
         report = execute(model.resolve(), factory, options, artifacts_dir=artifacts,
-                         command=["compatcheck", *sys.argv[1:]], on_event=on_event)
+                         command=["compatcheck", *sys.argv[1:]], on_event=on_event, jobs=jobs, previous=previous,
+                         cache=cache)
     render(report, console)
+    if artifacts and bench:
+        from compatcheck.report.chart import latency_svg
+
+        chart = latency_svg(report)
+        if chart:
+            write_atomically(artifacts / "latency.svg", chart)
     if json_path:
         write_atomically(json_path, report.model_dump_json(indent=2))
     if markdown_path:
@@ -163,9 +231,103 @@ def checklist(
         sys.stdout.write(text)
 
 
-def main() -> None:
+@app.command()
+def schema() -> None:
+    """Print the JSON schema of the report that `run --json` writes."""
+    import json
+
+    from compatcheck.report.model import Report
+
+    print(json.dumps(Report.model_json_schema(), indent=2))
+
+
+@app.command("triton-repo")
+def triton_repo(
+    target: str = typer.Argument(
+        ..., metavar="PATH[:FACTORY]", help="The model file, and the factory if it is not get_model."),
+    output: Path = typer.Option(..., "-o", "--output", help="The repository folder to write (new or empty)."),
+    backend: str = typer.Option(
+        "native", "--triton-backend", help="native: onnxruntime and pytorch backends, as in the official image; "
+        "python: Python-backend models that run the same files with onnxruntime or torch from the server's Python."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds one export stage may take."),
+) -> None:
+    """Write a Triton model repository (ONNX and TorchScript models, config.pbtxt each) for the model."""
+    from compatcheck.spec import check_model_path, parse_target
+    from compatcheck.triton.deploy import write_repository
+    from compatcheck.triton.errors import TritonError
+
+    model, factory = parse_target(target)
+    check_model_path(model)
+    if backend not in ("native", "python"):
+        raise UsageError(f"--triton-backend must be native or python, got {backend!r}")
+    if output.is_dir() and any(output.iterdir()):
+        raise UsageError(f"--output {output} is not empty")
+    _writable_dir(output, "--output")
     try:
-        app(standalone_mode=True)
-    except UsageError as exc:
+        lines = write_repository(model.resolve(), factory, output, native=backend == "native", timeout=timeout)
+    except TritonError as exc:
         err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(EXIT_FAILED) from None
+    for line in lines:
+        print(line)
+    print(f"repository written to {output}")
+
+
+@app.command()
+def matrix(
+    matrix_path: Path = typer.Argument(..., help="matrix.yaml: environments, models and the baseline."),
+    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", help="Cells to run side by side."),
+    resume: bool = typer.Option(False, "--resume", help="Keep the cells a previous run into --out finished."),
+    strict: bool = typer.Option(False, "--strict", help="Fail also on missing cells or stages."),
+    update_baseline: bool = typer.Option(False, "--update-baseline", help="Rewrite the baseline from this run."),
+    out: Path = typer.Option(Path("matrix-out"), "--out", help="Folder for cell files, logs and merged reports."),
+    env_dir: Optional[Path] = typer.Option(
+        None, "--env-dir", help="Where environments are built and kept (default ~/.cache/compatcheck/envs)."),
+    cell: Optional[list[str]] = typer.Option(None, "--cell", help="Run only this ENVIRONMENT/MODEL cell; repeatable."),
+    emit: Optional[str] = typer.Option(None, "--emit", help="Print the cells for a CI system instead: github."),
+) -> None:
+    """Run every model in every environment; merge into one grid and gate it on the baseline."""
+    from compatcheck.matrix.run import main as run_matrix
+
+    _writable_dir(out if not emit else None, "--out")
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        code = run_matrix(matrix_path, Console(), jobs=jobs, resume=resume, strict=strict,
+                          update_baseline=update_baseline, out=out, env_dir=env_dir, only=cell, emit_for=emit)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: finished cells are in {out}/cells; run again with --resume to keep them",
+                  markup=False, soft_wrap=True)
+        raise typer.Exit(130) from None
+    raise typer.Exit(code)
+
+
+@app.command()
+def merge(
+    cells: list[Path] = typer.Argument(..., help="Cell files written by `compatcheck matrix` (out/cells/*.json)."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Expected results to gate on."),
+    out: Path = typer.Option(Path("matrix-out"), "--out", help="Folder for the merged reports."),
+    strict: bool = typer.Option(False, "--strict", help="Fail also on missing cells or stages."),
+) -> None:
+    """Merge cell files from separate runs (CI jobs) into the grid and gate of `compatcheck matrix`."""
+    from compatcheck.matrix.merge import merge_files
+
+    _writable_dir(out, "--out")
+    raise typer.Exit(merge_files(cells, baseline, out, Console(), strict=strict))
+
+
+def main() -> None:
+    from typer.exceptions import TyperException
+
+    try:
+        code = app(standalone_mode=False)
+    except UsageError as exc:
+        err.print(f"error: {exc}", markup=False, soft_wrap=True)
         sys.exit(EXIT_USAGE)
+    except TyperException as exc:  # the command line itself is wrong: unknown option, bad value
+        message = exc.format_message().strip()
+        if message:  # empty when no arguments were given: the help was printed instead
+            err.print(f"error: {message} (see --help)", markup=False, soft_wrap=True)
+        sys.exit(EXIT_USAGE)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code or 0)

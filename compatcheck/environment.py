@@ -1,12 +1,22 @@
-"""What the run ran on: interpreter, platform, package versions, device. Never environment variables."""
+"""What the run ran on: interpreter, platform, package versions, device, and the environment
+variables that change how torch and onnxruntime behave, minus anything that looks like a secret."""
 
 from __future__ import annotations
 
+import os
 import platform
+import re
 import sys
 from importlib import metadata
 
 PACKAGES = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "tritonclient", "numpy")
+RELEVANT = re.compile(r"^(TORCH|PYTORCH|TORCHINDUCTOR|OMP|MKL|OPENBLAS|CUDA|CUBLAS|CUDNN|NVIDIA|ORT|ONNX|TRITON)_")
+SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+
+
+def variables() -> dict[str, str]:
+    return {name: value for name, value in sorted(os.environ.items())
+            if RELEVANT.match(name) and not SECRET.search(name)}
 
 
 def collect() -> dict[str, str]:
@@ -20,4 +30,5 @@ def collect() -> dict[str, str]:
         import torch
 
         info["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    info.update({f"env:{name}": value for name, value in variables().items()})
     return info

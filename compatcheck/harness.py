@@ -60,8 +60,15 @@ def recording_warnings(into: list):
 
 
 def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
-    if stage.name != "eager" and ctx.previous.get("eager") != Status.PASS.value:
-        return f"eager did not pass ({ctx.previous.get('eager', 'not run')}): nothing to compare with"
+    if stage.name != "eager":
+        # eager may run in another lane's worker; its verdict, if known, decides, else its outputs do.
+        eager = ctx.previous.get("eager")
+        if eager is not None and eager != Status.PASS.value:
+            return f"eager did not pass ({eager}): nothing to compare with"
+        try:
+            ctx.reference
+        except Exception as exc:
+            return f"eager raised {one_line(exc)}: nothing to compare with"
     for needed in stage.requires:
         if needed not in ctx.artifacts:
             return f"needs the artifact of {needed}, which did not produce one ({ctx.previous.get(needed, 'not run')})"
@@ -89,6 +96,7 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
 
     tolerances = Tolerances(ctx.options.atol, ctx.options.rtol, ctx.spec.tolerance)
     ctx.warnings = []
+    ctx.input_results = result.input_sets
     error = None
     started = time.perf_counter()
     with isolated_globals(), recording_warnings(ctx.warnings):
@@ -97,6 +105,8 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             if runner is not None:
                 for index, input_set in enumerate(ctx.spec.input_sets):
                     result.input_sets.append(_run_one(stage, ctx, runner, index, input_set, tolerances))
+                if ctx.options.bench_seconds and all(s.ok for s in result.input_sets):
+                    result.timings = _time(stage, ctx, runner)
         except Exception as exc:
             error = exc
             result.status = Status.FAIL
@@ -133,6 +143,14 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
         elif result.status is Status.PASS and any(leaf.fp64_verdict == "within-noise" for leaf in leaves):
             result.reason = "differences from eager are within fp64-adjudicated noise"
     return result
+
+
+def _time(stage: Stage, ctx: StageContext, runner) -> list:
+    from compatcheck.speed import measure
+
+    return [measure(label, timed, input_set, index, ctx.options.bench_seconds)
+            for label, timed in stage.timed_runners(runner).items()
+            for index, input_set in enumerate(ctx.spec.input_sets)]
 
 
 def _run_one(stage, ctx, runner, index, input_set, tolerances) -> InputSetResult:

@@ -13,6 +13,9 @@ class RunOptions(BaseModel):
     onnx_exporter: str = Field("dynamo", pattern="^(dynamo|legacy)$")
     onnx_opset: int | None = Field(None, ge=7)
     compile_backend: str = "inductor"
+    rewrites: str | None = Field(None, description="a user rewrite catalog (YAML), before the built-in one")
+    bench_seconds: float | None = Field(None, gt=0, description="with --bench: time budget per artifact and input set")
+    memory_limit_mb: int | None = Field(None, gt=0, description="address space a worker may take")
     triton_launcher: str = Field("local", pattern="^(local|docker|url)$")
     triton_url: str | None = None
     triton_image: str = "nvcr.io/nvidia/tritonserver:24.10-py3"

@@ -1,24 +1,29 @@
 """The parent side: runs the stages in worker processes, survives their crashes and hangs.
 
-One worker runs every remaining stage, so torch is imported once when nothing goes wrong. When
-a stage crashes (the worker dies) or outlives --timeout (the worker is killed with its whole
-process group), the stage gets its verdict and a fresh worker continues with the next one,
-reusing the artifacts already on disk.
+One worker runs every stage of a lane, so torch is imported once per lane when nothing goes
+wrong. When a stage crashes (the worker dies) or outlives --timeout (the worker is killed with
+its whole process group), the stage gets its verdict and a fresh worker continues with the next
+one, reusing the artifacts already on disk. With --jobs N, independent lanes (torch.compile,
+TorchScript, ONNX) run in up to N workers side by side.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from compatcheck import stages as ladder
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.report.model import ModelInfo, StageResult, Status
@@ -31,6 +36,7 @@ class Outcome:
     model: ModelInfo | None = None
     environment: dict = field(default_factory=dict)
     results: dict[str, StageResult] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
     workers: int = 0
 
 
@@ -62,9 +68,7 @@ class _Messages:
 
 
 def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "the worker stopped answering"
-    if code < 0:
+    if code is not None and code < 0:
         try:
             return f"the worker was killed by {signal.Signals(-code).name}"
         except ValueError:
@@ -82,53 +86,89 @@ def _log_tail(log: Path) -> str:
         return ""
 
 
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # the group outlives its leader while children remain
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
 class Supervisor:
     def __init__(self, model: Path, factory: str, options: RunOptions, workdir: Path, keep_artifacts: bool,
-                 on_event: Callable[[str, str, StageResult | None], None] | None = None):
+                 on_event: Callable[[str, str, StageResult | None], None] | None = None, jobs: int = 1,
+                 done: dict[str, StageResult] | None = None, artifacts: dict[str, str] | None = None):
         self.model = model
         self.factory = factory
         self.options = options
         self.workdir = workdir
         self.keep_artifacts = keep_artifacts
         self.on_event = on_event or (lambda kind, stage, result: None)
-        self.process: subprocess.Popen | None = None
-        self.outcome = Outcome()  # filled as results arrive, so an interrupted run keeps what it has
+        self.jobs = jobs
+        self.lock = threading.Lock()
+        self.processes: set[subprocess.Popen] = set()
+        self.stopping = False
+        # Filled as results arrive, so an interrupted run keeps what it has.
+        self.outcome = Outcome(results=dict(done or {}), artifacts=dict(artifacts or {}))
 
     def run(self) -> Outcome:
-        remaining = list(self.options.stages)
-        artifacts: dict[str, str] = {}
-        first = True
-        while remaining:
-            self._run_worker(self.outcome, remaining, artifacts, first)
-            first = False
+        todo = [name for name in self.options.stages if name not in self.outcome.results]
+        lanes = ladder.lanes(todo, self.jobs)
+        if len(lanes) <= 1:
+            for lane in lanes:
+                self._run_lane(lane, 0)
+            return self.outcome
+        with ThreadPoolExecutor(len(lanes)) as pool:
+            futures = [pool.submit(self._run_lane, lane, index) for index, lane in enumerate(lanes)]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                self.stop()
+                raise
         return self.outcome
 
-    def _spawn(self, request: dict) -> tuple[subprocess.Popen, _Messages]:
-        request_path = self.workdir / "worker-request.json"
+    def _run_lane(self, remaining: list[str], lane: int) -> None:
+        first = True
+        while remaining and not self.stopping:
+            self._run_worker(remaining, lane, first)
+            first = False
+
+    def _limit_memory(self) -> None:
+        limit = self.options.memory_limit_mb
+        if limit:
+            resource.setrlimit(resource.RLIMIT_DATA, (limit * 2**20, limit * 2**20))
+
+    def _spawn(self, request: dict, lane: int) -> tuple[subprocess.Popen, _Messages]:
+        request_path = self.workdir / f"worker-request-{lane}.json"
         request_path.write_text(json.dumps(request))
         read_fd, write_fd = os.pipe()
-        log = open(self.workdir / "worker.log", "ab")
+        log = open(self.workdir / f"worker-{lane}.log", "ab")
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "compatcheck.worker", str(request_path), str(write_fd)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
                 start_new_session=True,  # its own process group: Ctrl-C reaches us, and we kill it whole
+                preexec_fn=self._limit_memory if self.options.memory_limit_mb else None,
             )
         finally:
             os.close(write_fd)
             log.close()
-        self.process = process
+        with self.lock:
+            self.processes.add(process)
+            self.outcome.workers += 1
         return process, _Messages(read_fd)
 
-    def _run_worker(self, outcome: Outcome, remaining: list[str], artifacts: dict, first: bool) -> None:
-        request = {
-            "model": str(self.model), "factory": self.factory, "options": self.options.model_dump(),
-            "stages": remaining, "artifacts": artifacts, "workdir": str(self.workdir),
-            "previous": {name: r.status.value for name, r in outcome.results.items()},
-            "keep_artifacts": self.keep_artifacts and first,
-        }
-        process, messages = self._spawn(request)
-        outcome.workers += 1
+    def _run_worker(self, remaining: list[str], lane: int, first: bool) -> None:
+        with self.lock:
+            request = {
+                "model": str(self.model), "factory": self.factory, "options": self.options.model_dump(),
+                "stages": list(remaining), "artifacts": dict(self.outcome.artifacts), "workdir": str(self.workdir),
+                "previous": {name: r.status.value for name, r in self.outcome.results.items()},
+                "reproducers": self.keep_artifacts and first, "save_inputs": self.keep_artifacts and first and lane == 0,
+            }
+        process, messages = self._spawn(request, lane)
+        log = self.workdir / f"worker-{lane}.log"
         current: str | None = None
         started = time.monotonic()
         deadline = started + self.options.timeout
@@ -136,29 +176,31 @@ class Supervisor:
             while True:
                 message = messages.next(deadline)
                 if message == "timeout":
-                    self.stop()
+                    _kill_group(process)
                     if current is None:
                         raise UsageError(f"loading the model took longer than --timeout {self.options.timeout:g}s")
-                    self._record(outcome, remaining, current, Status.TIMEOUT, time.monotonic() - started,
+                    self._record(remaining, current, Status.TIMEOUT, time.monotonic() - started,
                                  f"no result after --timeout {self.options.timeout:g}s; the worker was killed")
                     return
                 if message is None:
                     code = process.wait()
+                    if self.stopping:
+                        return
                     why = _describe_exit(code)
                     if current is None:
-                        if outcome.model is None:
-                            raise UsageError(f"{why} while loading the model: {_log_tail(self.workdir / 'worker.log').strip()[-300:]}")
+                        if self.outcome.model is None:
+                            raise UsageError(f"{why} while loading the model: {_log_tail(log).strip()[-300:]}")
                         current = remaining[0]
-                    self._record(outcome, remaining, current, Status.CRASH, time.monotonic() - started, why,
-                                 _log_tail(self.workdir / "worker.log"))
+                    self._record(remaining, current, Status.CRASH, time.monotonic() - started, why, _log_tail(log))
                     return
                 kind = message["type"]
                 if kind == "usage_error":
                     raise UsageError(message["message"])
                 if kind == "loaded":
-                    if outcome.model is None:
-                        outcome.model = ModelInfo.model_validate(message["model"])
-                        outcome.environment = message["environment"]
+                    with self.lock:
+                        if self.outcome.model is None:
+                            self.outcome.model = ModelInfo.model_validate(message["model"])
+                            self.outcome.environment = message["environment"]
                     deadline = time.monotonic() + self.options.timeout
                 elif kind == "start":
                     current = message["stage"]
@@ -167,32 +209,32 @@ class Supervisor:
                     self.on_event("start", current, None)
                 elif kind == "result":
                     result = StageResult.model_validate(message["result"])
-                    artifacts.update(message["artifacts"])
-                    outcome.results[result.name] = result
+                    with self.lock:
+                        self.outcome.artifacts.update(message["artifacts"])
+                        self.outcome.results[result.name] = result
                     remaining.remove(result.name)
                     current = None
                     self.on_event("result", result.name, result)
                     deadline = time.monotonic() + self.options.timeout
                 elif kind == "done":
-                    process.wait()
                     return
         finally:
             messages.close()
-            self.stop()
+            _kill_group(process)
+            with self.lock:
+                self.processes.discard(process)
 
-    def _record(self, outcome, remaining, stage, status, seconds, reason, detail=None) -> None:
+    def _record(self, remaining, stage, status, seconds, reason, detail=None) -> None:
         result = StageResult(name=stage, status=status, seconds=round(seconds, 3), reason=reason, error=detail)
-        outcome.results[stage] = result
+        with self.lock:
+            self.outcome.results[stage] = result
         remaining.remove(stage)
         self.on_event("result", stage, result)
 
     def stop(self) -> None:
-        """Kill the worker and everything it started (compile workers, servers), and reap it."""
-        process, self.process = self.process, None
-        if process is None:
-            return
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # the group outlives its leader while children remain
-        except ProcessLookupError:
-            pass
-        process.wait()
+        """Kill every worker and everything it started (compile workers, servers), and reap them."""
+        self.stopping = True
+        with self.lock:
+            processes = list(self.processes)
+        for process in processes:
+            _kill_group(process)

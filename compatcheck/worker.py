@@ -104,8 +104,9 @@ def main(argv: list[str]) -> int:
 
     ctx = StageContext(spec, options, workdir, dict(request["artifacts"]), dict(request["previous"]))
     todo = [stages.load(name) for name in request["stages"]]
-    if request.get("keep_artifacts"):
+    if request["save_inputs"]:
         _save_inputs(spec, workdir)
+    if request["reproducers"]:
         _write_reproducers(spec, ctx, todo, workdir)
     for stage in todo:
         _send(stream, type="start", stage=stage.name)

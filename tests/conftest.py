@@ -31,6 +31,12 @@ def verdicts(report: dict) -> dict[str, str]:
     return {stage["name"]: stage["status"] for stage in report["stages"]}
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    """Each test starts with an empty result cache of its own."""
+    monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(tmp_path / "cache"))
+
+
 @pytest.fixture
 def write_model(tmp_path):
     """Write a model file from source text and return its path."""

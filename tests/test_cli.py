@@ -76,3 +76,10 @@ def test_legacy_exporter_exports_the_dynamic_batch(tmp_path):
                             "--onnx-exporter", "legacy")
     assert verdicts(report) == {"eager": "pass", "onnx_export": "pass", "onnxruntime": "pass"}, proc.stdout
     assert report["stages"][1]["backend"] == "legacy exporter"
+
+
+def test_documented_schema_is_the_one_the_code_writes():
+    proc = run_cli("schema", timeout=30)
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == (ROOT / "docs" / "report.schema.json").read_text().strip(), (
+        "docs/report.schema.json is stale: regenerate it with `compatcheck schema > docs/report.schema.json`")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -18,12 +20,19 @@ def _error(value: float | None) -> str:
     return "" if value is None else f"{value:.2e}"
 
 
+def _shown(path: str) -> str:
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
 def render(report: Report, console: Console) -> None:
-    title = report.model.path if report.model else "compatcheck"
     if report.model:
-        shapes = "; ".join(" ".join("x".join(map(str, s)) for s in one) for one in report.model.input_shapes)
-        title += f"  ({report.model.input_sets} input sets: {shapes})"
-    table = Table(title=title, title_justify="left", expand=False)
+        shapes = "  ".join("(" + ", ".join("x".join(map(str, s)) for s in one) + ")" for one in report.model.input_shapes)
+        console.print(f"[bold]{escape(_shown(report.model.path))}[/]: {report.model.input_sets} input sets {shapes}",
+                      highlight=False)
+    table = Table(expand=False)
     table.add_column("stage")
     table.add_column("verdict")
     table.add_column("max abs err", justify="right")
@@ -31,10 +40,12 @@ def render(report: Report, console: Console) -> None:
     table.add_column("reason", overflow="fold")
     for stage in report.stages:
         table.add_row(
-            stage.name, f"[{STYLE[stage.status]}]{stage.status.value}[/]", _error(stage.max_abs_error),
+            stage.name, f"[{STYLE[stage.status]}]{stage.status.value}[/]" + (" (cached)" if stage.cached else ""),
+            _error(stage.max_abs_error),
             f"{stage.seconds:.1f}", escape(stage.reason or ""),
         )
     console.print(table)
+    render_speed(report, console)
     if report.model and report.model.dynamic_shapes:
         how = "inferred from the input sets" if report.model.dynamic_shapes_inferred else "from get_dynamic_shapes()"
         console.print(f"dynamic shapes ({how}): {report.model.dynamic_shapes}")
@@ -46,3 +57,19 @@ def render(report: Report, console: Console) -> None:
             console.print(f"    rewrite: {escape(finding.rewrite)}", highlight=False)
     deepest = report.deepest_pass()
     console.print(f"deepest stage reached: {deepest or 'none'}   total {report.seconds:.1f}s")
+
+
+def render_speed(report: Report, console: Console) -> None:
+    timings = [t for stage in report.stages for t in stage.timings]
+    if not timings:
+        return
+    table = Table(title="deployment speed (--bench)", title_justify="left")
+    for column in ("artifact", "input set", "p50 ms", "p95 ms", "samples/s", "vs eager", "iterations"):
+        table.add_column(column, justify="left" if column == "artifact" else "right")
+    for t in timings:
+        table.add_row(
+            t.label, str(t.input_set + 1), f"{t.p50_ms:.3f}", f"{t.p95_ms:.3f}",
+            f"{t.throughput:,.0f}" if t.throughput else "", f"{t.speedup_vs_eager:.2f}x" if t.speedup_vs_eager else "",
+            f"{t.iterations}" + ("" if t.stable else " (budget)"),
+        )
+    console.print(table)

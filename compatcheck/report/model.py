@@ -62,6 +62,17 @@ class InputSetResult(BaseModel):
     leaves: list[LeafComparison] = []
 
 
+class Timing(BaseModel):
+    label: str = Field(description="what was timed: the stage, or e.g. triton_http")
+    input_set: int
+    iterations: int
+    stable: bool = Field(description="the median settled before the time budget ran out")
+    p50_ms: float
+    p95_ms: float
+    throughput: float | None = Field(None, description="samples per second at p50 (batch = first dim)")
+    speedup_vs_eager: float | None = None
+
+
 class StageResult(BaseModel):
     name: str
     status: Status
@@ -74,6 +85,8 @@ class StageResult(BaseModel):
     input_sets: list[InputSetResult] = []
     artifacts: dict[str, str] = {}
     backend: str | None = Field(None, description="what executed the artifact, e.g. CPUExecutionProvider")
+    cached: bool = Field(False, description="served from the result cache: same model, options and versions")
+    timings: list[Timing] = Field([], description="with --bench: latency and throughput per input set")
 
 
 class ModelInfo(BaseModel):

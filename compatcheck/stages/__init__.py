@@ -14,17 +14,25 @@ class Entry:
     target: str  # "module:Class", imported only in the worker
     requires: tuple[str, ...]  # stages whose artifacts this one consumes
     summary: str
+    lane: str  # stages of one lane share caches or artifacts, so they run in the same worker
+    weight: int  # rough relative cost, to balance lanes under --jobs
 
 
 LADDER = (
-    Entry("eager", "compatcheck.stages.eager:Eager", (), "the model as written, run twice"),
-    Entry("compile", "compatcheck.stages.compile:Compile", (), "torch.compile(fullgraph=False)"),
-    Entry("compile_fullgraph", "compatcheck.stages.compile:CompileFullgraph", (), "torch.compile(fullgraph=True)"),
-    Entry("jit_script", "compatcheck.stages.jit_script:JitScript", (), "torch.jit.script, saved and reloaded"),
-    Entry("jit_trace", "compatcheck.stages.jit_trace:JitTrace", (), "torch.jit.trace on input set 1, saved and reloaded"),
-    Entry("onnx_export", "compatcheck.stages.onnx_export:OnnxExport", (), "torch.onnx.export + onnx.checker (full)"),
-    Entry("onnxruntime", "compatcheck.stages.onnxruntime:OnnxRuntime", ("onnx_export",), "the ONNX file in onnxruntime"),
-    Entry("triton", "compatcheck.stages.triton:Triton", ("onnx_export",), "the ONNX file served by Triton, HTTP and gRPC"),
+    Entry("eager", "compatcheck.stages.eager:Eager", (), "the model as written, run twice", "torchscript", 0),
+    Entry("compile", "compatcheck.stages.compile:Compile", (), "torch.compile(fullgraph=False)", "compile", 3),
+    Entry("compile_fullgraph", "compatcheck.stages.compile:CompileFullgraph", (), "torch.compile(fullgraph=True)",
+          "compile", 1),
+    Entry("jit_script", "compatcheck.stages.jit_script:JitScript", (), "torch.jit.script, saved and reloaded",
+          "torchscript", 1),
+    Entry("jit_trace", "compatcheck.stages.jit_trace:JitTrace", (), "torch.jit.trace on input set 1, saved and reloaded",
+          "torchscript", 1),
+    Entry("onnx_export", "compatcheck.stages.onnx_export:OnnxExport", (), "torch.onnx.export + onnx.checker (full)",
+          "onnx", 2),
+    Entry("onnxruntime", "compatcheck.stages.onnxruntime:OnnxRuntime", ("onnx_export",), "the ONNX file in onnxruntime",
+          "onnx", 1),
+    Entry("triton", "compatcheck.stages.triton:Triton", ("onnx_export",), "the ONNX file served by Triton, HTTP and gRPC",
+          "onnx", 1),
 )
 NAMES = tuple(entry.name for entry in LADDER)
 BY_NAME = {entry.name: entry for entry in LADDER}
@@ -45,6 +53,24 @@ def select(only: list[str] | None, skip: list[str] | None) -> list[str]:
         wanted.update(BY_NAME[name].requires)
     wanted.add("eager")
     return [name for name in NAMES if name in wanted]
+
+
+def lanes(names: list[str], jobs: int) -> list[list[str]]:
+    """Split stages into at most `jobs` lists that can run side by side, each in ladder order.
+
+    Stages of one lane stay together; lanes are spread over workers heaviest first.
+    """
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(BY_NAME[name].lane, []).append(name)
+    bins: list[list[str]] = [[] for _ in range(max(1, min(jobs, len(groups))))]
+    load = [0] * len(bins)
+    for group in sorted(groups.values(), key=lambda g: -sum(BY_NAME[n].weight for n in g)):
+        target = load.index(min(load))
+        bins[target].extend(group)
+        load[target] += sum(BY_NAME[n].weight for n in group)
+    order = {name: i for i, name in enumerate(NAMES)}
+    return [sorted(b, key=order.__getitem__) for b in bins if b]
 
 
 def load(name: str):

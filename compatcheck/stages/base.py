@@ -33,6 +33,10 @@ class Stage:
         """Build the artifact; return its runner, or None when the stage produces nothing to run."""
         raise NotImplementedError
 
+    def timed_runners(self, runner: Runner) -> dict[str, Runner]:
+        """What --bench times, by label: the runner itself unless a stage serves several ways."""
+        return {self.name: runner}
+
     def diagnose(self, ctx: "StageContext", error: BaseException | None) -> list[Finding]:
         """Findings from what the stage saw: the error if it failed, warnings, the artifact."""
         return []
@@ -59,6 +63,7 @@ class StageContext:
         self.artifacts = artifacts
         self.previous = previous  # stage name -> status, for skip reasons
         self.warnings: list[tuple[warnings.WarningMessage, list]] = []
+        self.input_results: list = []  # the current stage's InputSetResults, for its diagnosis
         self._reference: list | None = None
         self._noise: list | None = None
         self._fp64: dict[int, object] = {}

@@ -42,10 +42,18 @@ class OnnxExport(Stage):
         path = ctx.artifact("model.onnx")
         opset = ctx.options.onnx_opset
         if ctx.options.onnx_exporter == "dynamo":
-            self.program = torch.onnx.export(
-                ctx.spec.model, first.args, kwargs=first.kwargs or None, dynamic_shapes=ctx.spec.dynamic_shapes,
-                dynamo=True, opset_version=opset, verbose=False,
-            )
+            try:
+                self.program = torch.onnx.export(
+                    ctx.spec.model, first.args, kwargs=first.kwargs or None, dynamic_shapes=ctx.spec.dynamic_shapes,
+                    dynamo=True, opset_version=opset, verbose=False,
+                )
+            except Exception as exc:  # the exporter's first line names the step that failed, not the cause
+                from compatcheck.diagnose.onnx_export import restate
+
+                cause = restate(self.name, ctx, exc)
+                if cause is None:
+                    raise
+                raise cause from exc
             self.program.save(str(path))
         else:
             names = [f"input{i}" for i in range(len(first.leaves()))]
@@ -67,13 +75,16 @@ class OnnxExport(Stage):
 
         return run
 
+    def timed_runners(self, runner):
+        return {}  # the exported program is a checking aid, not something to deploy
+
     def backend(self, ctx: StageContext) -> str:
         return f"{ctx.options.onnx_exporter} exporter"
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.onnx_export import export_findings
 
-        return export_findings(self.name, ctx, error, self.program)
+        return export_findings(self.name, ctx, error)
 
     def reproduce(self, ctx: StageContext) -> str:
         if ctx.options.onnx_exporter == "legacy":

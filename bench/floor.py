@@ -1,0 +1,95 @@
+"""The floor: the same stages compatcheck runs, once each, in one process, with an allclose and nothing else.
+
+    python bench/floor.py models/convnet.py
+"""
+
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime
+import torch
+from torch.export import Dim
+from torch.utils import _pytree as pytree
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location("bench_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = module.get_model().eval()
+    torch.manual_seed(0)
+    raw = module.get_inputs()
+    raw = raw if isinstance(raw, list) else [raw]
+    sets = [((x,), {}) if isinstance(x, torch.Tensor) else ((), x) if isinstance(x, dict) else (x, {}) for x in raw]
+    return model, sets
+
+
+def dynamic_shapes(sets):
+    leaves = [pytree.tree_leaves(s) for s in sets]
+    specs = [{d: Dim.DYNAMIC for d in range(t.dim()) if any(o[i].shape[d] != t.shape[d] for o in leaves)} or None
+             for i, t in enumerate(leaves[0])]
+    if not any(specs):
+        return None
+    args, kwargs = pytree.tree_unflatten(specs, pytree.tree_structure(sets[0]))
+    return kwargs if sets[0][1] else tuple(args)
+
+
+def close(expected, actual):
+    want = pytree.tree_leaves(expected)
+    got = pytree.tree_leaves(actual) if not isinstance(actual, list) else actual
+    return all(np.allclose(np.asarray(g), w.numpy(), atol=1e-5, rtol=1e-4) for w, g in zip(want, got))
+
+
+def main(path):
+    model, sets = load(path)
+    with torch.no_grad():
+        reference = [model(*a, **k) for a, k in sets]
+        verdicts = {}
+
+        def check(name, run):
+            try:
+                verdicts[name] = all(close(ref, run(a, k)) for ref, (a, k) in zip(reference, sets))
+            except Exception:
+                verdicts[name] = False
+
+        compiled = torch.compile(model)
+        check("compile", lambda a, k: compiled(*a, **k))
+        torch._dynamo.reset()
+        fullgraph = torch.compile(model, fullgraph=True)
+        check("compile_fullgraph", lambda a, k: fullgraph(*a, **k))
+        try:
+            scripted = torch.jit.script(model)
+            check("jit_script", lambda a, k: scripted(*a, **k))
+        except Exception:
+            verdicts["jit_script"] = False
+        try:
+            traced = torch.jit.trace(model, sets[0][0]) if not sets[0][1] else torch.jit.trace(
+                model, example_kwarg_inputs=sets[0][1])
+            check("jit_trace", lambda a, k: traced(*a, **k))
+        except Exception:
+            verdicts["jit_trace"] = False
+    with tempfile.TemporaryDirectory() as folder:
+        onnx_path = Path(folder) / "model.onnx"
+        try:
+            program = torch.onnx.export(model, sets[0][0], kwargs=sets[0][1] or None,
+                                        dynamic_shapes=dynamic_shapes(sets), dynamo=True, verbose=False)
+            program.save(str(onnx_path))
+            onnx.checker.check_model(str(onnx_path), full_check=True)
+            verdicts["onnx_export"] = True
+            session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+            names = [i.name for i in session.get_inputs()]
+            check("onnxruntime", lambda a, k: session.run(
+                None, {n: t.numpy() for n, t in zip(names, pytree.tree_leaves((a, k)))}))
+        except Exception:
+            verdicts.setdefault("onnx_export", False)
+            verdicts["onnxruntime"] = False
+    print(verdicts)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -132,7 +132,7 @@ def run(
     from compatcheck.options import RunOptions
     from compatcheck.report.console import render
     from compatcheck.runner import execute, write_atomically
-    from compatcheck.spec import check_model_path, parse_target
+    from compatcheck.target import check_model_path, parse_target
 
     model, factory = parse_target(target)
     check_model_path(model)
@@ -252,7 +252,7 @@ def triton_repo(
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds one export stage may take."),
 ) -> None:
     """Write a Triton model repository (ONNX and TorchScript models, config.pbtxt each) for the model."""
-    from compatcheck.spec import check_model_path, parse_target
+    from compatcheck.target import check_model_path, parse_target
     from compatcheck.triton.deploy import write_repository
     from compatcheck.triton.errors import TritonError
 

@@ -17,6 +17,7 @@ from torch.utils import _pytree as pytree
 
 from compatcheck.diagnose.frames import UserCode
 from compatcheck.errors import UsageError
+from compatcheck.target import check_model_path
 
 SEED = 0
 
@@ -50,22 +51,6 @@ class ModelSpec:
     user: UserCode
     arrived_training: bool
     build_sites: dict[int, traceback.FrameSummary]
-
-
-def parse_target(target: str) -> tuple[Path, str]:
-    """'models/x.py:make' -> (models/x.py, 'make'); the factory defaults to get_model."""
-    path, sep, factory = target.rpartition(":")
-    if not sep or not path.endswith(".py") or "/" in factory or not factory:
-        return Path(target), "get_model"
-    return Path(path), factory
-
-
-def check_model_path(path: Path) -> None:
-    """The checks the parent can make without importing anything."""
-    if not path.exists():
-        raise UsageError(f"model file not found: {path}")
-    if path.is_dir():
-        raise UsageError(f"model path is a directory, expected a .py file: {path}")
 
 
 def _where(user: UserCode, exc: BaseException) -> str:

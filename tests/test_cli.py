@@ -83,3 +83,33 @@ def test_documented_schema_is_the_one_the_code_writes():
     assert proc.returncode == 0
     assert proc.stdout.strip() == (ROOT / "docs" / "report.schema.json").read_text().strip(), (
         "docs/report.schema.json is stale: regenerate it with `compatcheck schema > docs/report.schema.json`")
+
+
+def test_bench_times_every_passing_artifact_and_draws_them(tmp_path):
+    from xml.etree import ElementTree
+
+    out = tmp_path / "artifacts"
+    proc, report = run_json(tmp_path, "run", "models/convnet.py", "--stages", "jit_trace,onnxruntime", "--bench",
+                            "--bench-seconds", "0.3", "--artifacts", str(out))
+    assert proc.returncode == 0
+    timings = {(t["label"], t["input_set"]): t for s in report["stages"] for t in s["timings"]}
+    # onnx_export's exported program is a checking aid, not a deployment target: it is not timed.
+    assert set(timings) == {(label, i) for label in ("eager", "jit_trace", "onnxruntime") for i in (0, 1)}
+    for timing in timings.values():
+        assert 0 < timing["p50_ms"] <= timing["p95_ms"] and timing["iterations"] >= 10
+    assert timings[("eager", 1)]["speedup_vs_eager"] == 1.0
+    assert timings[("onnxruntime", 1)]["throughput"] == pytest.approx(5 / timings[("onnxruntime", 1)]["p50_ms"] * 1e3)
+    assert "deployment speed (--bench)" in proc.stdout
+    bars = ElementTree.parse(out / "latency.svg").getroot().findall("{http://www.w3.org/2000/svg}rect")
+    assert len(bars) == len(timings)
+
+
+def test_the_command_process_never_imports_torch():
+    code = ("import sys, atexit\n"
+            "atexit.register(lambda: print('torch imported' if 'torch' in sys.modules else 'no torch'))\n"
+            "sys.argv = ['compatcheck', 'run', 'models/convnet.py', '--stages', 'eager', '-q']\n"
+            "from compatcheck.cli import main\n"
+            "main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("no torch")

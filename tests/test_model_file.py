@@ -1,10 +1,13 @@
 """The model-file protocol and its one-line errors (exit code 2, never a traceback)."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from compatcheck.errors import UsageError
-from compatcheck.spec import infer_dynamic_shapes, load, parse_target
+from compatcheck.spec import infer_dynamic_shapes, load
+from compatcheck.target import parse_target
 from tests.conftest import run_cli
 
 GOOD_MODEL = """
@@ -15,8 +18,8 @@ def get_model():
 
 
 def test_target_with_and_without_factory():
-    assert parse_target("m.py") == (__import__("pathlib").Path("m.py"), "get_model")
-    assert parse_target("dir/m.py:build") == (__import__("pathlib").Path("dir/m.py"), "build")
+    assert parse_target("m.py") == (Path("m.py"), "get_model")
+    assert parse_target("dir/m.py:build") == (Path("dir/m.py"), "build")
 
 
 def test_input_set_forms(write_model):

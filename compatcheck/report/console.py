@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from rich.console import Console
@@ -49,12 +50,18 @@ def render(report: Report, console: Console) -> None:
     if report.model and report.model.dynamic_shapes:
         how = "inferred from the input sets" if report.model.dynamic_shapes_inferred else "from get_dynamic_shapes()"
         console.print(f"dynamic shapes ({how}): {report.model.dynamic_shapes}")
+    shown_rewrites: set[str] = set()
     for finding in report.findings:
         where = f"{finding.file}:{finding.line}" if finding.file and finding.line else "-"
         console.print(f"[bold]{finding.stage}[/] {finding.kind} {escape(where)}: {escape(finding.message)}",
                       highlight=False)
-        if finding.rewrite:
-            console.print(f"    rewrite: {escape(finding.rewrite)}", highlight=False)
+        if finding.code:
+            console.print(f"    > {escape(finding.code)}", highlight=False)
+        if finding.rewrite and finding.rewrite in shown_rewrites:
+            console.print("    rewrite: as above", highlight=False)
+        elif finding.rewrite:
+            shown_rewrites.add(finding.rewrite)
+            console.print("    rewrite:\n" + textwrap.indent(escape(finding.rewrite), "      "), highlight=False)
     deepest = report.deepest_pass()
     console.print(f"deepest stage reached: {deepest or 'none'}   total {report.seconds:.1f}s")
 

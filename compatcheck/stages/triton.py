@@ -68,6 +68,15 @@ def _identical(answers: dict[str, list[np.ndarray]], names: list[str]) -> None:
             )
 
 
+def _alive(launcher) -> None:
+    from compatcheck.triton.errors import TritonError
+
+    try:
+        launcher.check()
+    except TritonError as exc:
+        raise TritonError(f"the server died: {exc}") from None
+
+
 def _latency(label: str, seconds: list[float]) -> str:
     """The first request pays for connections and the model's first run; the others show the steady cost."""
     text = f"{label} first request {seconds[0] * 1e3:.1f} ms"
@@ -149,7 +158,11 @@ class Triton(Stage):
             answers = {}
             for protocol in PROTOCOLS:
                 started = time.perf_counter()
-                answers[protocol] = infer(protocol, input_set)
+                try:
+                    answers[protocol] = infer(protocol, input_set)
+                except Exception:
+                    _alive(launcher)  # a dead server, not the broken connection it left, is the reason
+                    raise
                 self.latency[protocol].append(time.perf_counter() - started)
             _identical(answers, outputs)
             self.identical += 1

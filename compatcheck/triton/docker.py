@@ -62,6 +62,9 @@ class DockerLauncher(ProcessLauncher):
     def server_ports(self, http_port: int, grpc_port: int) -> tuple[int, int]:
         return HTTP_PORT, GRPC_PORT
 
+    def holds_ports(self) -> bool:
+        return True  # docker's proxy holds the host's ports, and docker starts no container it cannot publish
+
     def command(self, http_port: int, grpc_port: int) -> list[str]:
         return [
             self.docker, "run", "--rm", "--name", self.name, "--label", "compatcheck=triton",

@@ -1,4 +1,5 @@
-"""`--triton local`: a tritonserver binary on this machine, from PATH or from the nvidia-pytriton wheel.
+"""`--triton local`: a tritonserver binary on this machine: the one COMPATCHECK_TRITONSERVER names, else
+the one on PATH, else the nvidia-pytriton wheel's.
 
 The wheel's server has only the Python backend, and its Python-backend stub has to be set up by hand:
 copied into a private backend folder, started with PATH led by this interpreter's bin folder (the stub
@@ -31,12 +32,33 @@ class Installation:
     source: str
 
 
+ENVIRONMENT = "COMPATCHECK_TRITONSERVER"
+
+
 def find() -> Installation | str:
     """The tritonserver to run, or why there is none."""
+    named = os.environ.get(ENVIRONMENT)
+    if named:
+        binary = Path(named).expanduser()
+        if not (binary.is_file() and os.access(binary, os.X_OK)):
+            return f"tritonserver not found at {binary} (named by {ENVIRONMENT})"
+        binary = binary.resolve()
+        wheel = _wheel()
+        if isinstance(wheel, Installation) and wheel.binary.resolve() == binary:
+            return wheel  # the wheel's server needs its Python stub set up
+        return _installed(binary)
     on_path = shutil.which("tritonserver")
     if on_path:
-        binary = Path(on_path).resolve()
-        return Installation(binary, binary.parent.parent / "backends", None, (), f"tritonserver at {binary}")
+        return _installed(Path(on_path).resolve())
+    return _wheel()
+
+
+def _installed(binary: Path) -> Installation:
+    """A server installed as Triton's releases lay it out: bin/tritonserver next to backends/."""
+    return Installation(binary, binary.parent.parent / "backends", None, (), f"tritonserver at {binary}")
+
+
+def _wheel() -> Installation | str:
     spec = importlib.util.find_spec("pytriton")
     if spec is None or not spec.submodule_search_locations:
         return ("no tritonserver binary: none on PATH, and nvidia-pytriton is not installed "

@@ -90,7 +90,7 @@ def test_bench_times_every_passing_artifact_and_draws_them(tmp_path):
 
     out = tmp_path / "artifacts"
     proc, report = run_json(tmp_path, "run", "models/convnet.py", "--stages", "jit_trace,onnxruntime", "--bench",
-                            "--bench-seconds", "0.3", "--artifacts", str(out))
+                            "--bench-seconds", "0.3", "--artifacts", str(out), "--markdown", str(tmp_path / "c.md"))
     assert proc.returncode == 0
     timings = {(t["label"], t["input_set"]): t for s in report["stages"] for t in s["timings"]}
     # onnx_export's exported program is a checking aid, not a deployment target: it is not timed.
@@ -100,6 +100,8 @@ def test_bench_times_every_passing_artifact_and_draws_them(tmp_path):
     assert timings[("eager", 1)]["speedup_vs_eager"] == 1.0
     assert timings[("onnxruntime", 1)]["throughput"] == pytest.approx(5 / timings[("onnxruntime", 1)]["p50_ms"] * 1e3)
     assert "deployment speed (--bench)" in proc.stdout
+    speed = (tmp_path / "c.md").read_text().split("## Deployment speed", 1)[1]
+    assert speed.count("| `onnxruntime` |") == 2 and "| `eager` | 1 |" in speed
     bars = ElementTree.parse(out / "latency.svg").getroot().findall("{http://www.w3.org/2000/svg}rect")
     assert len(bars) == len(timings)
 

@@ -91,6 +91,17 @@ def _numerics(report: Report) -> list[str]:
             "|---|---|---:|---:|---:|---:|---|---|", *rows, ""]
 
 
+def _speed(report: Report) -> list[str]:
+    timings = [t for stage in report.stages for t in stage.timings]
+    if not timings:
+        return []
+    rows = [f"| `{t.label}` | {t.input_set + 1} | {t.p50_ms:.3f} | {t.p95_ms:.3f} | "
+            f"{f'{t.throughput:,.0f}' if t.throughput else ''} | "
+            f"{f'{t.speedup_vs_eager:.2f}x' if t.speedup_vs_eager else ''} |" for t in timings]
+    return ["## Deployment speed", "", "| artifact | input set | p50 ms | p95 ms | samples/s | vs eager |",
+            "|---|---:|---:|---:|---:|---:|", *rows, ""]
+
+
 def _environment(report: Report) -> list[str]:
     lines = [f"- {key}: `{value}`" for key, value in report.environment.items()
              if key != "executable" and not key.startswith("env:")]
@@ -134,5 +145,5 @@ def checklist(report: Report) -> str:
         lines += ["## Not run", ""]
         lines += [f"- `{s.name}`: {_text(s.reason) or 'skipped'}" for s in skipped]
         lines.append("")
-    lines += ["## Numerics", "", *_numerics(report), "## Environment", "", *_environment(report)]
+    lines += ["## Numerics", "", *_numerics(report), *_speed(report), "## Environment", "", *_environment(report)]
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
@@ -162,8 +163,8 @@ def run(
             stages=ladder.select(_names(stages), _names(skip)), timeout=timeout, atol=atol, rtol=rtol,
             onnx_exporter=onnx_exporter, onnx_opset=onnx_opset, compile_backend=compile_backend,
             rewrites=str(rewrites) if rewrites else None,
-            memory_limit_mb=_megabytes(memory_limit), bench_seconds=bench_seconds if bench else None, triton_launcher=triton, triton_url=triton_url,
-            **({"triton_image": triton_image} if triton_image else {}),
+            memory_limit_mb=_megabytes(memory_limit), bench_seconds=bench_seconds if bench else None,
+            triton_launcher=triton, triton_url=triton_url, **({"triton_image": triton_image} if triton_image else {}),
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -171,7 +172,7 @@ def run(
 
     console = Console()
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    with console.status("starting the worker", spinner="dots") if not quiet else _nothing() as status:
+    with console.status("starting the worker", spinner="dots") if not quiet else nullcontext() as status:
         def on_event(kind, stage, result):
             if status is None:
                 return
@@ -203,14 +204,6 @@ def run(
         err.print("interrupted: the partial report was written")
         raise typer.Exit(130)
     raise typer.Exit(EXIT_FAILED if report.failed else 0)
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 @app.command()

@@ -16,6 +16,7 @@ import torch
 
 from compatcheck.compare import Tolerances, compare_outputs
 from compatcheck.report.model import InputSetResult, StageResult, Status
+from compatcheck.stages import missing_artifact
 from compatcheck.stages.base import Stage, StageContext
 
 MAX_ERROR_TEXT = 20_000
@@ -71,7 +72,7 @@ def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
             return f"eager raised {one_line(exc)}: nothing to compare with"
     for needed in stage.requires:
         if needed not in ctx.artifacts:
-            return f"needs the artifact of {needed}, which did not produce one ({ctx.previous.get(needed, 'not run')})"
+            return missing_artifact(needed, ctx.previous.get(needed))
     return stage.available(ctx)
 
 

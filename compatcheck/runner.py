@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from compatcheck import __version__
+from compatcheck import stages as ladder
 from compatcheck.cache import StageCache
 from compatcheck.options import RunOptions
 from compatcheck.report.model import Report, StageResult, Status
@@ -52,6 +53,22 @@ def resumable(previous: Report | None, options: RunOptions) -> tuple[dict[str, S
 INTERRUPTED = "interrupted before it ran"
 
 
+def settled_skips(done: dict[str, StageResult], options: RunOptions) -> dict[str, StageResult]:
+    """Skips already decided by known verdicts: a stage whose required stage is done without an
+    artifact. Deciding them here spares a worker when everything else came from the cache."""
+    skips: dict[str, StageResult] = {}
+    for name in options.stages:
+        if name in done:
+            continue
+        for needed in ladder.BY_NAME[name].requires:
+            known = done.get(needed) or skips.get(needed)
+            if known is not None and needed not in known.artifacts:
+                reason = ladder.missing_artifact(needed, known.status.value)
+                skips[name] = StageResult(name=name, status=Status.SKIP, reason=reason)
+                break
+    return skips
+
+
 def execute(model: Path, factory: str, options: RunOptions, *, artifacts_dir: Path | None = None,
             command: list[str] | None = None, on_event=None, jobs: int = 1,
             previous: Report | None = None, cache: StageCache | None = None) -> Report:
@@ -71,6 +88,7 @@ def execute(model: Path, factory: str, options: RunOptions, *, artifacts_dir: Pa
             result.cached = True
             done[name] = result
             artifacts.update(result.artifacts)
+    done.update(settled_skips(done, options))
     supervisor = Supervisor(model, factory, options, workdir.resolve(), artifacts_dir is not None, on_event,
                             jobs=jobs, done=done, artifacts=artifacts)
     try:

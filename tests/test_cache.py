@@ -53,3 +53,11 @@ def test_crashes_are_never_cached(tmp_path):
         _, report = run_json(tmp_path, "run", str(HERE / "dies_when_traced.py"), "--stages", "jit_trace")
         assert verdicts(report)["jit_trace"] == "crash" and not report["stages"][1]["cached"]
     assert report["stages"][0]["cached"], "eager passed and is served from the cache"
+
+
+def test_a_skip_that_follows_from_cached_verdicts_needs_no_worker(tmp_path):
+    _, first = run_json(tmp_path, "run", str(MODELS / "data_dependent_if.py"), "--stages", "onnxruntime")
+    _, second = run_json(tmp_path, "run", str(MODELS / "data_dependent_if.py"), "--stages", "onnxruntime")
+    assert verdicts(first) == verdicts(second) == {"eager": "pass", "onnx_export": "fail", "onnxruntime": "skip"}
+    assert second["workers"] == 0
+    assert second["stages"][2]["reason"] == first["stages"][2]["reason"]

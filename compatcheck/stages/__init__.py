@@ -55,6 +55,11 @@ def select(only: list[str] | None, skip: list[str] | None) -> list[str]:
     return [name for name in NAMES if name in wanted]
 
 
+def missing_artifact(needed: str, status: str | None) -> str:
+    """The skip reason of a stage whose required stage left no artifact."""
+    return f"needs the artifact of {needed}, which did not produce one ({status or 'not run'})"
+
+
 def lanes(names: list[str], jobs: int) -> list[list[str]]:
     """Split stages into at most `jobs` lists that can run side by side, each in ladder order.
 

@@ -16,11 +16,10 @@ import os
 import shutil
 import sys
 import tempfile
-from importlib import metadata
 from pathlib import Path
 
 from compatcheck import __version__
-from compatcheck.environment import PACKAGES
+from compatcheck.environment import PACKAGES, versions
 from compatcheck.options import RunOptions
 from compatcheck.report.model import ModelInfo, StageResult, Status
 
@@ -35,16 +34,6 @@ def default_dir() -> Path:
     return base / "compatcheck" / "stages"
 
 
-def _versions() -> dict[str, str]:
-    found = {}
-    for name in PACKAGES + _EXTRA_PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
-
-
 class StageCache:
     def __init__(self, root: Path, model: Path, factory: str, options: RunOptions):
         self.root = root
@@ -55,7 +44,7 @@ class StageCache:
             digest.update(Path(options.rewrites).read_bytes())
         settings = options.model_dump(exclude={"stages"})
         facts = {"compatcheck": __version__, "factory": factory, "options": settings,
-                 "python": sys.version, "executable": sys.executable, "packages": _versions()}
+                 "python": sys.version, "executable": sys.executable, "packages": versions(PACKAGES + _EXTRA_PACKAGES)}
         digest.update(json.dumps(facts, sort_keys=True, default=str).encode())
         self.base = digest.hexdigest()
 

@@ -19,13 +19,20 @@ def variables() -> dict[str, str]:
             if RELEVANT.match(name) and not SECRET.search(name)}
 
 
-def collect() -> dict[str, str]:
-    info = {"python": platform.python_version(), "platform": platform.platform(), "executable": sys.executable}
-    for name in PACKAGES:
+def versions(names) -> dict[str, str]:
+    """The installed version of each of `names` that is installed."""
+    found = {}
+    for name in names:
         try:
-            info[name] = metadata.version(name)
+            found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
+    return found
+
+
+def collect() -> dict[str, str]:
+    info = {"python": platform.python_version(), "platform": platform.platform(), "executable": sys.executable}
+    info.update(versions(PACKAGES))
     if "torch" in sys.modules:
         import torch
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import torch
 
-from compatcheck.compare import Tolerances, compare_outputs
+from compatcheck.compare import compare_outputs
 from compatcheck.report.model import InputSetResult, StageResult, Status
 from compatcheck.stages import missing_artifact
 from compatcheck.stages.base import Stage, StageContext
@@ -95,7 +95,6 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
         result.reason = reason
         return result
 
-    tolerances = Tolerances(ctx.options.atol, ctx.options.rtol, ctx.spec.tolerance)
     ctx.warnings = []
     ctx.input_results = result.input_sets
     error = None
@@ -105,7 +104,7 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             runner = stage.build(ctx)
             if runner is not None:
                 for index, input_set in enumerate(ctx.spec.input_sets):
-                    result.input_sets.append(_run_one(stage, ctx, runner, index, input_set, tolerances))
+                    result.input_sets.append(_run_one(stage, ctx, runner, index, input_set))
                 if ctx.options.bench_seconds and all(s.ok for s in result.input_sets):
                     result.timings = _time(stage, ctx, runner)
         except Exception as exc:
@@ -154,7 +153,7 @@ def _time(stage: Stage, ctx: StageContext, runner) -> list:
             for index, input_set in enumerate(ctx.spec.input_sets)]
 
 
-def _run_one(stage, ctx, runner, index, input_set, tolerances) -> InputSetResult:
+def _run_one(stage, ctx, runner, index, input_set) -> InputSetResult:
     started = time.perf_counter()
     try:
         outputs = runner(input_set)
@@ -164,7 +163,7 @@ def _run_one(stage, ctx, runner, index, input_set, tolerances) -> InputSetResult
     seconds = round(time.perf_counter() - started, 4)
     noise = ctx.noise[index] if ctx.noise is not None else None
     leaves, structure = compare_outputs(
-        ctx.reference[index], outputs, tolerances, flat=stage.flat_outputs, noise=noise,
+        ctx.reference[index], outputs, ctx.tolerances, flat=stage.flat_outputs, noise=noise,
         fp64=lambda: ctx.fp64(index),
     )
     ok = all(leaf.ok for leaf in leaves) and bool(leaves or not structure)

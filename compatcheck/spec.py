@@ -35,6 +35,18 @@ class InputSet:
     def map(self, fn) -> "InputSet":
         return InputSet(*pytree.tree_map(fn, (self.args, self.kwargs)))
 
+    def arrays_for(self, names: list[str], model: str, why: str = "") -> list:
+        """The tensors as numpy arrays in the order of `model`'s input `names`: by name for keyword
+        inputs, else by position. `model` and `why` word the error when the counts differ."""
+        if self.kwargs and set(names) <= set(self.kwargs):
+            leaves = [self.kwargs[name] for name in names]
+        else:
+            leaves = self.leaves()
+            if len(leaves) != len(names):
+                raise ValueError(f"{model} takes {len(names)} inputs ({', '.join(names)}) "
+                                 f"but the input set has {len(leaves)} tensors{why}")
+        return [leaf.detach().cpu().numpy() for leaf in leaves]
+
     def describe(self) -> str:
         return ", ".join("x".join(map(str, t.shape)) or "scalar" for t in self.leaves())
 

@@ -18,7 +18,6 @@ from torch.utils import _pytree as pytree
 
 from compatcheck.compare import compare_leaf
 from compatcheck.diagnose.onnx_nodes import fx_node_name
-from compatcheck.diagnose.replay import tolerances
 
 
 @dataclass
@@ -80,7 +79,7 @@ def first_divergence(ctx, index: int, providers: list[str]) -> Divergence | None
     expected = _torch_values(program.exported_program, input_set)
     actual = _onnx_values(program.model_proto, input_set, providers)
     fx_nodes = {node.name: node for node in program.exported_program.graph.nodes}
-    resolve = tolerances(ctx)
+    resolve = ctx.tolerances
     for node in program.model_proto.graph.node:
         for name in node.output:
             if name not in expected or name not in actual or name not in fx_nodes:

@@ -1,13 +1,7 @@
 """What the harness found per input set, for findings that need the proof (a frozen trace, a
-divergent ONNX graph), and the tolerances it compared with."""
+divergent ONNX graph)."""
 
 from __future__ import annotations
-
-from compatcheck.compare import Tolerances
-
-
-def tolerances(ctx) -> Tolerances:
-    return Tolerances(ctx.options.atol, ctx.options.rtol, ctx.spec.tolerance)
 
 
 def first_mismatch(ctx) -> int | None:

@@ -13,6 +13,7 @@ from typing import Callable
 
 import torch
 
+from compatcheck.compare import Tolerances
 from compatcheck.options import RunOptions
 from compatcheck.report.model import Finding
 from compatcheck.spec import InputSet, ModelSpec
@@ -67,6 +68,11 @@ class StageContext:
         self._reference: list | None = None
         self._noise: list | None = None
         self._fp64: dict[int, object] = {}
+
+    @property
+    def tolerances(self) -> Tolerances:
+        """What every comparison of this run uses: --atol/--rtol over the model file's TOLERANCE."""
+        return Tolerances(self.options.atol, self.options.rtol, self.spec.tolerance)
 
     def eager(self, input_set: InputSet):
         with torch.no_grad():

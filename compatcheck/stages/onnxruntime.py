@@ -17,18 +17,10 @@ def providers() -> list[str]:
 
 
 def feeds(session, input_set) -> dict:
-    """Map an input set's tensors onto the session's inputs: by name for keyword inputs, else by order."""
-    inputs = session.get_inputs()
-    names = [i.name for i in inputs]
-    leaves = input_set.leaves()
-    if input_set.kwargs and set(names) <= set(input_set.kwargs):
-        return {name: input_set.kwargs[name].detach().cpu().numpy() for name in names}
-    if len(leaves) != len(inputs):
-        raise ValueError(
-            f"the ONNX model takes {len(inputs)} inputs ({', '.join(names)}) but the input set has "
-            f"{len(leaves)} tensors; the exporter dropped or merged inputs"
-        )
-    return {name: leaf.detach().cpu().numpy() for name, leaf in zip(names, leaves)}
+    """The session's feed dict for an input set."""
+    names = [i.name for i in session.get_inputs()]
+    arrays = input_set.arrays_for(names, "the ONNX model", "; the exporter dropped or merged inputs")
+    return dict(zip(names, arrays))
 
 
 class OnnxRuntime(Stage):

@@ -45,18 +45,6 @@ def _launcher(ctx: StageContext, repository: Path):
     return UrlLauncher(options.triton_url)
 
 
-def _arrays(names: list[str], input_set) -> list[np.ndarray]:
-    """The input set's tensors in the model's input order: by name for keyword inputs, else by position."""
-    if input_set.kwargs and set(names) <= set(input_set.kwargs):
-        leaves = [input_set.kwargs[name] for name in names]
-    else:
-        leaves = input_set.leaves()
-        if len(leaves) != len(names):
-            raise ValueError(f"the served model takes {len(names)} inputs ({', '.join(names)}) "
-                             f"but the input set has {len(leaves)} tensors")
-    return [leaf.detach().cpu().numpy() for leaf in leaves]
-
-
 def _identical(answers: dict[str, list[np.ndarray]], names: list[str]) -> None:
     for name, http, grpc in zip(names, answers["http"], answers["grpc"]):
         same = http.dtype == grpc.dtype and http.shape == grpc.shape and np.array_equal(
@@ -152,7 +140,7 @@ class Triton(Stage):
         outputs = [spec.name for spec in io.outputs]
 
         def infer(protocol, input_set):
-            return client.infer(protocol, name, list(zip(io.inputs, _arrays(names, input_set))), outputs)
+            return client.infer(protocol, name, list(zip(io.inputs, input_set.arrays_for(names, "the served model"))), outputs)
 
         def run(input_set):
             answers = {}

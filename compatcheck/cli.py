@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
@@ -29,14 +30,44 @@ def _names(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
-def _writable_file(path: Path | None, what: str) -> None:
+def _writable_file(path: Path | None, what: str, inputs: dict[str, str] | None = None) -> None:
+    """Refuse an output path that is an input of the run, and prove the folder takes a new file now,
+    before any stage runs, rather than losing the report at the end."""
     if path is None:
         return
+    resolved = str(path.resolve())
+    if resolved in (inputs or {}):
+        raise UsageError(f"{what} {path} is {inputs[resolved]}; writing there would destroy it")
     parent = path.resolve().parent
     if path.is_dir():
         raise UsageError(f"{what} {path} is a directory")
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise UsageError(f"cannot write {what} {path}: folder {parent} is missing or not writable")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", dir=parent)
+    except OSError as exc:
+        raise UsageError(f"cannot write {what} {path}: {exc.strerror} in {parent}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _write_output(path: Path, text: str, what: str, report) -> None:
+    """Write an output at the end; if that fails, or the path turned out to be a file the run loaded, keep the
+    text in the temporary folder and say where, so a long run's report is never lost."""
+    from compatcheck.runner import write_atomically
+
+    problem = None
+    if str(path.resolve()) in report.dependencies:
+        problem = "it is a file the run loaded"
+    else:
+        try:
+            write_atomically(path, text)
+            return
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+    fd, kept = tempfile.mkstemp(prefix=f"compatcheck-{path.stem}-", suffix=path.suffix)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    err.print(f"error: cannot write {what} {path} ({problem}); it was written to {kept}", markup=False,
+              soft_wrap=True)
 
 
 def _writable_dir(path: Path | None, what: str) -> None:
@@ -150,14 +181,19 @@ def run(
         raise UsageError(f"--triton must be local, docker or url, got {triton!r}")
     if triton == "url" and not triton_url:
         raise UsageError("--triton url needs --triton-url HOST:PORT")
-    _writable_file(json_path, "--json")
-    _writable_file(markdown_path, "--markdown")
-    _writable_dir(artifacts, "--artifacts")
     if rewrites is not None:
         from compatcheck.diagnose.catalog import load as load_catalog
 
         rewrites = rewrites.resolve()
         load_catalog(str(rewrites))  # a bad file is a usage error now, not a failed diagnosis later
+    previous = _previous_report(json_path) if resume else None
+    inputs = dict.fromkeys(previous.dependencies if previous else (), "a file the resumed run loaded")
+    inputs[str(model.resolve())] = "the model file"
+    if rewrites is not None:
+        inputs[str(rewrites)] = "the --rewrites catalog"
+    _writable_file(json_path, "--json", inputs)
+    _writable_file(markdown_path, "--markdown", inputs)
+    _writable_dir(artifacts, "--artifacts")
     try:
         options = RunOptions(
             stages=ladder.select(_names(stages), _names(skip)), timeout=timeout, atol=atol, rtol=rtol,
@@ -181,12 +217,12 @@ def run(
             elif result is not None:
                 console.print(f"  {stage}: {result.status.value} ({result.seconds:.1f}s)", highlight=False)
 
-        previous = _previous_report(json_path) if resume else None
         # Timings are of this machine now: never served from the cache.
         cache = None if no_cache or bench else StageCache(default_cache_dir(), model.resolve(), factory, options)
         report = execute(model.resolve(), factory, options, artifacts_dir=artifacts,
                          command=["compatcheck", *sys.argv[1:]], on_event=on_event, jobs=jobs, previous=previous,
-                         cache=cache)
+                         cache=cache, protected=set(inputs),
+                         say=lambda line: err.print(line, markup=False, soft_wrap=True))
     render(report, console)
     if artifacts and bench:
         from compatcheck.report.chart import latency_svg
@@ -195,11 +231,11 @@ def run(
         if chart:
             write_atomically(artifacts / "latency.svg", chart)
     if json_path:
-        write_atomically(json_path, report.model_dump_json(indent=2))
+        _write_output(json_path, report.model_dump_json(indent=2), "--json", report)
     if markdown_path:
         from compatcheck.report.markdown import checklist
 
-        write_atomically(markdown_path, checklist(report))
+        _write_output(markdown_path, checklist(report), "--markdown", report)
     if report.interrupted:
         err.print("interrupted: the partial report was written")
         raise typer.Exit(130)
@@ -232,6 +268,38 @@ def schema() -> None:
     from compatcheck.report.model import Report
 
     print(json.dumps(Report.model_json_schema(), indent=2))
+
+
+cache_app = typer.Typer(no_args_is_help=True, help="The result cache: what it holds, and emptying it.")
+app.add_typer(cache_app, name="cache")
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return ""
+
+
+@cache_app.command("info")
+def cache_info() -> None:
+    """Where the cache is, its size, and its entries per stage."""
+    from compatcheck.cache import default_dir, summary
+
+    found = summary(default_dir())
+    print(f"{found['folder']}: {found['entries']} entries, {_size(found['bytes'])}"
+          + (f", newest {found['newest']}" if found["newest"] else ""))
+    for stage, count in sorted(found["by_stage"].items()):
+        print(f"  {stage}: {count}")
+
+
+@cache_app.command("clear")
+def cache_clear() -> None:
+    """Remove every cached result."""
+    from compatcheck.cache import clear, default_dir
+
+    print(f"removed {clear(default_dir())} entries from {default_dir()}")
 
 
 @app.command("triton-repo")

@@ -104,7 +104,7 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             runner = stage.build(ctx)
             if runner is not None:
                 for index, input_set in enumerate(ctx.spec.input_sets):
-                    result.input_sets.append(_run_one(stage, ctx, runner, index, input_set))
+                    result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage.flat_outputs))
                 if ctx.options.bench_seconds and all(s.ok for s in result.input_sets):
                     result.timings = _time(stage, ctx, runner)
         except Exception as exc:
@@ -130,13 +130,9 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
         rel_errors = [leaf.max_rel_error for leaf in leaves if leaf.max_rel_error is not None]
         result.max_abs_error = max(abs_errors) if abs_errors else None
         result.max_rel_error = max(rel_errors) if rel_errors else None
+        result.status = status_of(result.input_sets)
         if errors:
-            result.status = Status.FAIL
             result.error = errors[0][1]
-        elif not all(s.ok for s in result.input_sets):
-            result.status = Status.MISMATCH
-        else:
-            result.status = Status.PASS
         result.reason = _summarize(result.input_sets)
         if runner is None and result.status is Status.PASS:
             result.reason = "built and checked; nothing here to run it with, the next stage runs it"
@@ -153,7 +149,15 @@ def _time(stage: Stage, ctx: StageContext, runner) -> list:
             for index, input_set in enumerate(ctx.spec.input_sets)]
 
 
-def _run_one(stage, ctx, runner, index, input_set) -> InputSetResult:
+def status_of(sets: list[InputSetResult]) -> Status:
+    """The verdict of a stage whose artifact ran on `sets`."""
+    if any(s.error for s in sets):
+        return Status.FAIL
+    return Status.PASS if all(s.ok for s in sets) else Status.MISMATCH
+
+
+def run_input_set(ctx, runner, index, input_set, flat: bool) -> InputSetResult:
+    """Run the artifact on one input set and compare its outputs with eager's."""
     started = time.perf_counter()
     try:
         outputs = runner(input_set)
@@ -163,7 +167,7 @@ def _run_one(stage, ctx, runner, index, input_set) -> InputSetResult:
     seconds = round(time.perf_counter() - started, 4)
     noise = ctx.noise[index] if ctx.noise is not None else None
     leaves, structure = compare_outputs(
-        ctx.reference[index], outputs, ctx.tolerances, flat=stage.flat_outputs, noise=noise,
+        ctx.reference[index], outputs, ctx.tolerances, flat=flat, noise=noise,
         fp64=lambda: ctx.fp64(index),
     )
     ok = all(leaf.ok for leaf in leaves) and bool(leaves or not structure)

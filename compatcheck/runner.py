@@ -8,14 +8,17 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from compatcheck import __version__
 from compatcheck import stages as ladder
-from compatcheck.cache import StageCache
+from compatcheck.cache import StageCache, run_key
+from compatcheck.dependencies import unchanged
 from compatcheck.options import RunOptions
-from compatcheck.report.model import Report, StageResult, Status
+from compatcheck.report.model import CacheOrigin, Report, StageResult, Status
 from compatcheck.speed import add_speedups
 from compatcheck.supervisor import Supervisor
+from compatcheck.workfolder import Published, WorkFolder
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -31,23 +34,33 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def resumable(previous: Report | None, options: RunOptions) -> tuple[dict[str, StageResult], dict[str, str]]:
-    """The verdicts of an earlier, interrupted report that still hold, and the artifacts still on disk.
+def resumable(previous: Report | None, options: RunOptions, key: str) -> tuple[dict[str, StageResult], str | None]:
+    """The verdicts of an earlier, interrupted report that still hold, or why none does.
 
-    A stage is reused only if it reached a verdict under the same options; a stage whose artifact
-    is gone is run again.
+    They hold only for the same run: the same options, the same run key (model path, factory,
+    compatcheck version, interpreter, installed packages, environment) and every file the run
+    loaded unchanged. A stage whose artifact is gone is run again.
     """
-    if previous is None or previous.options != options.model_dump():
-        return {}, {}
-    done, artifacts = {}, {}
+    if previous is None:
+        return {}, None
+    if previous.options != options.model_dump():
+        return {}, "the report was written with other options"
+    if previous.run_key is None or not previous.dependencies:
+        return {}, "the report records no dependency manifest (written by an older compatcheck)"
+    if previous.run_key != key:
+        return {}, ("the report is of another model, factory, compatcheck version, interpreter, set of installed "
+                    "packages or environment")
+    changed = unchanged(previous.dependencies)
+    if changed:
+        return {}, f"{changed} changed since the report was written"
+    done = {}
     for stage in previous.stages:
         if stage.reason == INTERRUPTED or stage.name not in options.stages:
             continue
         if stage.artifacts and not all(Path(p).exists() for p in stage.artifacts.values()):
             continue
         done[stage.name] = stage
-        artifacts.update(stage.artifacts)
-    return done, artifacts
+    return done, None
 
 
 INTERRUPTED = "interrupted before it ran"
@@ -71,26 +84,69 @@ def settled_skips(done: dict[str, StageResult], options: RunOptions) -> dict[str
 
 def execute(model: Path, factory: str, options: RunOptions, *, artifacts_dir: Path | None = None,
             command: list[str] | None = None, on_event=None, jobs: int = 1,
-            previous: Report | None = None, cache: StageCache | None = None) -> Report:
+            previous: Report | None = None, cache: StageCache | None = None,
+            say: Callable[[str], None] = lambda line: None, protected: set[str] = frozenset()) -> Report:
+    """Run the stages not resumed or cached; `protected` are input files --artifacts must never overwrite."""
+    published = Published(artifacts_dir) if artifacts_dir else None  # refuses a folder another run uses
+    work = WorkFolder()
+    try:
+        return _execute(model, factory, options, work.path, published, command, on_event, jobs, previous, cache,
+                        say, protected)
+    finally:
+        work.close()
+        if published:
+            published.close()
+            for path in sorted(published.refused):
+                say(f"not written into --artifacts: {path} is a file the run loaded")
+
+
+def _execute(model, factory, options, workdir, published, command, on_event, jobs, previous, cache, say,
+             protected) -> Report:
     started = time.monotonic()
     report = Report(
         tool_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         command=command or [], options=options.model_dump(),
+        run_key=cache.key if cache else run_key(model, factory, options)[0],
     )
-    workdir = Path(artifacts_dir) if artifacts_dir else Path(tempfile.mkdtemp(prefix="compatcheck-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    done, artifacts = resumable(previous, options)
-    known_model, known_environment = (previous.model, previous.environment) if previous else (None, {})
+    done, why = resumable(previous, options, report.run_key)
+    if why:
+        say(f"--resume: nothing resumed, every stage runs again: {why}")
+    dependencies = dict(previous.dependencies) if done else {}
+    artifacts = {name: path for stage in done.values() for name, path in stage.artifacts.items()}
+    known_model, known_environment = (previous.model, previous.environment) if done else (None, {})
+    lane_of = {name: lane for lane, names in enumerate(ladder.lanes(options.stages, jobs)) for name in names}
+    logs: dict[int, dict[str, Path]] = {}
     for name in options.stages if cache else ():
         hit = None if name in done else cache.load(name, workdir)
         if hit:
-            result, known_model, known_environment = hit
-            result.cached = True
-            done[name] = result
-            artifacts.update(result.artifacts)
+            done[name] = hit.result
+            artifacts.update(hit.result.artifacts)
+            known_model, known_environment = hit.model, hit.environment
+            dependencies.update(hit.dependencies["files"])
+            logs.setdefault(lane_of[name], {}).setdefault(hit.run, hit.log)
+            if hit.inputs and not (workdir / "inputs.npz").exists():
+                shutil.copyfile(hit.inputs, workdir / "inputs.npz")
+    for lane, by_run in logs.items():  # the logs of the workers that computed the cached stages
+        with open(workdir / f"worker-{lane}.log", "wb") as log:
+            for path in by_run.values():
+                if path.is_file():
+                    log.write(path.read_bytes())
     done.update(settled_skips(done, options))
-    supervisor = Supervisor(model, factory, options, workdir.resolve(), artifacts_dir is not None, on_event,
-                            jobs=jobs, done=done, artifacts=artifacts)
+
+    def inputs() -> set[str]:
+        """Files the run must never overwrite: the given ones and every file it has loaded so far."""
+        loaded = {path for manifest in list(supervisor.outcome.dependencies.values()) for path in manifest["files"]}
+        return set(protected) | set(dependencies) | loaded
+
+    def event(kind, stage, result):
+        if kind == "result" and published:
+            published.sync(workdir, inputs())  # a killed run keeps every stage it finished
+        if on_event:
+            on_event(kind, stage, result)
+
+    if published:
+        published.sync(workdir, set(protected) | set(dependencies))
+    supervisor = Supervisor(model, factory, options, workdir, event, jobs=jobs, done=done, artifacts=artifacts)
     try:
         supervisor.run()
     except KeyboardInterrupt:
@@ -98,20 +154,27 @@ def execute(model: Path, factory: str, options: RunOptions, *, artifacts_dir: Pa
     finally:
         supervisor.stop()
         outcome = supervisor.outcome
-        if cache and outcome.model:
-            for result in outcome.results.values():
-                if not result.cached:
-                    cache.store(result, outcome.model, outcome.environment)
-        if artifacts_dir is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        computed = CacheOrigin(computed_at=report.created, tool_version=__version__)
+        for name, manifest in outcome.dependencies.items():
+            dependencies.update(manifest["files"])
+            lane = outcome.producers[name]
+            if cache and outcome.model:
+                cache.store(outcome.results[name], outcome.model, outcome.environment, manifest,
+                            f"{report.created}:{os.getpid()}:{lane}", computed, workdir,
+                            workdir / f"worker-{lane}.log")
+        if published:
+            published.sync(workdir, set(protected) | set(dependencies))
     report.model = outcome.model or known_model
     report.environment = outcome.environment or known_environment
     report.workers = outcome.workers
+    report.dependencies = dict(sorted(dependencies.items()))
     for name in options.stages:
         result = outcome.results.get(name)
         report.stages.append(result or StageResult(name=name, status=Status.SKIP, reason=INTERRUPTED))
-        if artifacts_dir is None:
-            report.stages[-1].artifacts = {}  # they were in a temporary folder, now removed
+        stage = report.stages[-1]
+        # The working folder is removed: artifacts live on only where --artifacts put them.
+        stage.artifacts = {key: published.path_of(workdir, path) for key, path in stage.artifacts.items()
+                           } if published else {}
     report.findings = [finding for stage in report.stages for finding in stage.findings]
     add_speedups(report.stages)
     report.seconds = round(time.monotonic() - started, 3)

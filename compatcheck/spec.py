@@ -6,6 +6,7 @@ or a list of input sets, optional `get_dynamic_shapes()` and `TOLERANCE`.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import sys
 import traceback
@@ -77,8 +78,14 @@ def _call(user: UserCode, fn, what: str):
         raise UsageError(f"{what} raised {type(exc).__name__}: {exc}{_where(user, exc)}") from None
 
 
+def module_name(path: Path) -> str:
+    """The name the model is registered under in sys.modules: the same in every process (a reproducer's
+    too), since pickling, torch.export and TorchScript look classes up by it."""
+    return f"compatcheck_model_{hashlib.sha256(str(path).encode()).hexdigest()[:16]}"
+
+
 def _import(path: Path, user: UserCode):
-    name = f"compatcheck_model_{abs(hash(str(path)))}"
+    name = module_name(path)
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module

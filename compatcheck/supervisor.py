@@ -37,6 +37,8 @@ class Outcome:
     environment: dict = field(default_factory=dict)
     results: dict[str, StageResult] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)
+    dependencies: dict[str, dict] = field(default_factory=dict)  # per computed stage: the worker's manifest
+    producers: dict[str, int] = field(default_factory=dict)  # per computed stage: the lane whose worker ran it
     workers: int = 0
 
 
@@ -95,14 +97,13 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 
 class Supervisor:
-    def __init__(self, model: Path, factory: str, options: RunOptions, workdir: Path, keep_artifacts: bool,
+    def __init__(self, model: Path, factory: str, options: RunOptions, workdir: Path,
                  on_event: Callable[[str, str, StageResult | None], None] | None = None, jobs: int = 1,
                  done: dict[str, StageResult] | None = None, artifacts: dict[str, str] | None = None):
         self.model = model
         self.factory = factory
         self.options = options
         self.workdir = workdir
-        self.keep_artifacts = keep_artifacts
         self.on_event = on_event or (lambda kind, stage, result: None)
         self.jobs = jobs
         self.lock = threading.Lock()
@@ -165,7 +166,7 @@ class Supervisor:
                 "model": str(self.model), "factory": self.factory, "options": self.options.model_dump(),
                 "stages": list(remaining), "artifacts": dict(self.outcome.artifacts), "workdir": str(self.workdir),
                 "previous": {name: r.status.value for name, r in self.outcome.results.items()},
-                "reproducers": self.keep_artifacts and first, "save_inputs": self.keep_artifacts and first and lane == 0,
+                "save_inputs": first and lane == 0,
             }
         process, messages = self._spawn(request, lane)
         log = self.workdir / f"worker-{lane}.log"
@@ -212,6 +213,8 @@ class Supervisor:
                     with self.lock:
                         self.outcome.artifacts.update(message["artifacts"])
                         self.outcome.results[result.name] = result
+                        self.outcome.dependencies[result.name] = message["dependencies"]
+                        self.outcome.producers[result.name] = lane
                     remaining.remove(result.name)
                     current = None
                     self.on_event("result", result.name, result)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1 lacks only fields that have defaults here
 
 
 class Status(str, Enum):
@@ -73,6 +74,11 @@ class Timing(BaseModel):
     speedup_vs_eager: float | None = None
 
 
+class CacheOrigin(BaseModel):
+    computed_at: str = Field(description="when the run that computed it started (UTC, ISO 8601)")
+    tool_version: str = Field(description="the compatcheck version that computed it")
+
+
 class StageResult(BaseModel):
     name: str
     status: Status
@@ -86,6 +92,8 @@ class StageResult(BaseModel):
     artifacts: dict[str, str] = {}
     backend: str | None = Field(None, description="what executed the artifact, e.g. CPUExecutionProvider")
     cached: bool = Field(False, description="served from the result cache: same model, options and versions")
+    cached_from: CacheOrigin | None = Field(None, description="for a cached stage: when and by which compatcheck "
+                                                               "version it was computed")
     timings: list[Timing] = Field([], description="with --bench: latency and throughput per input set")
 
 
@@ -112,6 +120,13 @@ class Report(BaseModel):
     seconds: float = 0.0
     workers: int = Field(0, description="worker processes started: 1 unless a stage crashed or timed out")
     interrupted: bool = False
+    run_key: str | None = Field(None, description="hash of what, besides the files below, the verdicts depend on: "
+                                                   "compatcheck's version, the model path and factory, the options, "
+                                                   "the interpreter, the installed distributions and the relevant "
+                                                   "environment variables")
+    dependencies: dict[str, str | None] = Field(
+        {}, description="every file the run loaded (the user's Python sources and the files the model read) with "
+                        "its sha256, null when it was missing or not a regular file")
 
     @property
     def failed(self) -> bool:
@@ -140,9 +155,20 @@ def load_report(path: Path) -> Report:
         raise UsageError(f"report not found: {path}") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read report {path}: {exc}") from None
+    from pydantic import ValidationError
+
     version = data.get("schema_version") if isinstance(data, dict) else None
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise UsageError(
-            f"{path} has schema_version {version!r}; this compatcheck reads schema_version {SCHEMA_VERSION}"
+            f"{path} has schema_version {version!r}; this compatcheck reads schema_version "
+            f"{' and '.join(map(str, READABLE_VERSIONS))}"
         )
-    return Report.model_validate(data)
+    try:
+        return Report.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(map(str, first["loc"])) or "the top level"
+        value = json.dumps(first.get("input"), default=str)
+        value = value if len(value) <= 80 else value[:79] + "…"
+        raise UsageError(f"{path}: field {field} has value {value}, which the report schema rejects: "
+                         f"{first['msg']}") from None

@@ -39,8 +39,10 @@ class Compile(Stage):
 
     def reproduce(self, ctx: StageContext) -> str:
         return (
+            "torch._dynamo.reset()\n"
             f"compiled = torch.compile(model, fullgraph={self.fullgraph}, backend={ctx.options.compile_backend!r})\n"
-            "with torch.no_grad():\n    for args, kwargs in input_sets:\n        print(compiled(*args, **kwargs))\n"
+            "def run(args, kwargs):\n    with torch.no_grad():\n        return compiled(*args, **kwargs)\n"
+            "return run\n"
         )
 
 

@@ -67,4 +67,7 @@ class Eager(Stage):
         return findings
 
     def reproduce(self, ctx: StageContext) -> str:
-        return "with torch.no_grad():\n    for args, kwargs in input_sets:\n        print(model(*args, **kwargs))\n"
+        return (
+            "def run(args, kwargs):\n    with torch.no_grad():\n        return model(*args, **kwargs)\n"
+            "return run\n"
+        )

@@ -33,7 +33,9 @@ class JitScript(Stage):
 
     def reproduce(self, ctx: StageContext) -> str:
         return (
-            "scripted = torch.jit.script(model)\ntorch.jit.save(scripted, 'model.script.pt')\n"
-            "loaded = torch.jit.load('model.script.pt')\n"
-            "with torch.no_grad():\n    for args, kwargs in input_sets:\n        print(loaded(*args, **kwargs))\n"
+            "scripted = torch.jit.script(model)\n"
+            "torch.jit.save(scripted, os.path.join(HERE, 'model.script.pt'))\n"
+            "loaded = torch.jit.load(os.path.join(HERE, 'model.script.pt'))\n"
+            "def run(args, kwargs):\n    with torch.no_grad():\n        return loaded(*args, **kwargs)\n"
+            "return run\n"
         )

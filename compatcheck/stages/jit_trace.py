@@ -38,6 +38,8 @@ class JitTrace(Stage):
             "args, kwargs = input_sets[0]\nwith torch.no_grad():\n"
             "    traced = (torch.jit.trace(model, example_kwarg_inputs=kwargs, check_trace=False) if kwargs\n"
             "              else torch.jit.trace(model, args, check_trace=False))\n"
-            "torch.jit.save(traced, 'model.trace.pt')\nloaded = torch.jit.load('model.trace.pt')\n"
-            "with torch.no_grad():\n    for args, kwargs in input_sets:\n        print(loaded(*args, **kwargs))\n"
+            "torch.jit.save(traced, os.path.join(HERE, 'model.trace.pt'))\n"
+            "loaded = torch.jit.load(os.path.join(HERE, 'model.trace.pt'))\n"
+            "def run(args, kwargs):\n    with torch.no_grad():\n        return loaded(*args, **kwargs)\n"
+            "return run\n"
         )

@@ -88,16 +88,24 @@ class OnnxExport(Stage):
 
     def reproduce(self, ctx: StageContext) -> str:
         if ctx.options.onnx_exporter == "legacy":
+            names = [f"input{i}" for i in range(len(ctx.spec.input_sets[0].leaves()))]
+            axes = {name: dims for name, dims in zip(names, _per_leaf_dynamic_dims(ctx)) if dims}
             return (
                 "args, kwargs = input_sets[0]\n"
-                "torch.onnx.export(model, args, 'model.onnx', kwargs=kwargs or None, dynamo=False,\n"
-                f"                  opset_version={ctx.options.onnx_opset})\n"
-                "import onnx\nonnx.checker.check_model('model.onnx', full_check=True)\n"
+                "with torch.no_grad():\n"
+                "    torch.onnx.export(model, args, os.path.join(HERE, 'model.onnx'), kwargs=kwargs or None,\n"
+                f"                      dynamo=False, input_names={names!r}, dynamic_axes={axes or None!r},\n"
+                f"                      opset_version={ctx.options.onnx_opset})\n"
+                "import onnx\nonnx.checker.check_model(os.path.join(HERE, 'model.onnx'), full_check=True)\n"
+                "return None  # the legacy exporter leaves nothing to run but the ONNX file: onnxruntime runs it\n"
             )
         return (
             "args, kwargs = input_sets[0]\n"
-            "program = torch.onnx.export(model, args, kwargs=kwargs or None, dynamo=True,\n"
+            "program = torch.onnx.export(model, args, kwargs=kwargs or None, dynamo=True, verbose=False,\n"
             f"                            dynamic_shapes=dynamic_shapes, opset_version={ctx.options.onnx_opset})\n"
-            "program.save('model.onnx')\n"
-            "import onnx\nonnx.checker.check_model('model.onnx', full_check=True)\n"
+            "program.save(os.path.join(HERE, 'model.onnx'))\n"
+            "import onnx\nonnx.checker.check_model(os.path.join(HERE, 'model.onnx'), full_check=True)\n"
+            "exported = program.exported_program.module()\n"
+            "def run(args, kwargs):\n    with torch.no_grad():\n        return exported(*args, **kwargs)\n"
+            "return run\n"
         )

@@ -71,9 +71,12 @@ class OnnxRuntime(Stage):
 
     def reproduce(self, ctx: StageContext) -> str:
         return (
-            "import onnxruntime\nsession = onnxruntime.InferenceSession('model.onnx', providers=['CPUExecutionProvider'])\n"
-            "for args, kwargs in input_sets:\n"
-            "    leaves = torch.utils._pytree.tree_leaves((args, kwargs))\n"
-            "    feed = {i.name: t.numpy() for i, t in zip(session.get_inputs(), leaves)}\n"
-            "    print(session.run(None, feed))\n"
+            "import onnxruntime\nfrom compatcheck.spec import InputSet\n"
+            "session = onnxruntime.InferenceSession(os.path.join(HERE, 'model.onnx'),\n"
+            f"                                       providers={providers()!r})\n"
+            "names = [i.name for i in session.get_inputs()]\n"
+            "def run(args, kwargs):\n"
+            "    arrays = InputSet(args, kwargs).arrays_for(names, 'the ONNX model')\n"
+            "    return session.run(None, dict(zip(names, arrays)))\n"
+            "return run\n"
         )

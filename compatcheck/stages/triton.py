@@ -200,13 +200,14 @@ class Triton(Stage):
             "import tritonclient.http as httpclient\n"
             "client = httpclient.InferenceServerClient('127.0.0.1:8000')\n"
             f"metadata = client.get_model_metadata({name!r})\n"
-            "for args, kwargs in input_sets:\n"
+            "def run(args, kwargs):\n"
             "    inputs = []\n"
             "    for spec, leaf in zip(metadata['inputs'], torch.utils._pytree.tree_leaves((args, kwargs))):\n"
             "        inputs.append(httpclient.InferInput(spec['name'], list(leaf.shape), spec['datatype']))\n"
             "        inputs[-1].set_data_from_numpy(leaf.numpy())\n"
             f"    result = client.infer({name!r}, inputs)\n"
-            "    print([result.as_numpy(output['name']) for output in metadata['outputs']])\n"
+            "    return [result.as_numpy(output['name']) for output in metadata['outputs']]\n"
+            "return run\n"
         )
 
     def close(self) -> None:

@@ -1,0 +1,135 @@
+"""Where a run keeps its files: a private working folder, published into --artifacts as stages finish.
+
+Workers only ever write into the run's own temporary folder, so two runs can never read each
+other's requests or artifacts. Each finished stage's files are copied into --artifacts at once (a
+killed run keeps what it finished, and --resume can use it), and --artifacts is locked for the
+run's lifetime: a second run naming the same folder is refused. The temporary folder records its
+owner's pid and start time; a later run removes only folders whose owner is gone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from compatcheck.errors import UsageError
+
+PREFIX = "compatcheck-run-"
+OWNER = "owner"
+LOCK = ".compatcheck.lock"
+PRIVATE = ("worker-request-", OWNER)  # the run's plumbing, not results
+UNOWNED_GRACE = 60.0  # seconds a folder may lack its owner file: the moment between creating it and writing it
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (with the pid, unique across pid reuse)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _owner_alive(text: str) -> bool:
+    pid, _, started = text.strip().partition(" ")
+    try:
+        pid = int(pid)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, PermissionError):
+        return True  # unreadable or another user's: never ours to remove
+    return not started or started == _start_time(pid)
+
+
+def clean_stale(root: Path | None = None) -> None:
+    """Remove working folders that runs killed before they could clean up left behind."""
+    root = Path(root or tempfile.gettempdir())
+    for folder in root.glob(f"{PREFIX}*"):
+        try:
+            owner = (folder / OWNER).read_text()
+        except FileNotFoundError:
+            try:
+                if time.time() - folder.stat().st_mtime < UNOWNED_GRACE:
+                    continue
+            except OSError:
+                continue
+            owner = ""
+        except OSError:
+            continue
+        if not owner or not _owner_alive(owner):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+class WorkFolder:
+    """The run's private temporary folder, removed by close()."""
+
+    def __init__(self):
+        clean_stale()
+        self.path = Path(tempfile.mkdtemp(prefix=PREFIX)).resolve()
+        (self.path / OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid()) or ''}\n")
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class Published:
+    """The --artifacts folder: locked while the run lives, filled from the working folder."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.copied: dict[str, tuple[int, int]] = {}
+        self.refused: set[str] = set()
+        self.guard = threading.Lock()  # lanes finish stages from several threads
+        self.lock = open(self.folder / LOCK, "a+")
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.lock.seek(0)
+            holder = self.lock.read().strip() or "unknown"
+            self.lock.close()
+            raise UsageError(f"--artifacts {folder} is in use by another compatcheck run (pid {holder}); "
+                             "give each run its own folder") from None
+        self.lock.truncate(0)
+        self.lock.write(str(os.getpid()))
+        self.lock.flush()
+
+    def sync(self, workdir: Path, protected: set[str] = frozenset()) -> None:
+        """Copy what is new or changed in workdir, except files that are inputs of the run (`protected`)."""
+        with self.guard:
+            for top, _, names in os.walk(workdir):
+                for name in names:
+                    source = Path(top) / name
+                    relative = str(source.relative_to(workdir))
+                    if relative.startswith(PRIVATE):
+                        continue
+                    try:
+                        info = source.stat()
+                    except OSError:
+                        continue
+                    signature = (info.st_size, info.st_mtime_ns)
+                    target = self.folder / relative
+                    if self.copied.get(relative) == signature:
+                        continue
+                    if str(target.resolve()) in protected:
+                        self.refused.add(str(target))
+                        continue
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    partial = target.with_name(f".{target.name}.partial")
+                    shutil.copy2(source, partial)
+                    os.replace(partial, target)  # readers never see half a file
+                    self.copied[relative] = signature
+
+    def path_of(self, workdir: Path, path: str) -> str:
+        """Where a file of the working folder lies in --artifacts."""
+        try:
+            return str(self.folder / Path(path).relative_to(workdir))
+        except ValueError:
+            return path  # already outside the working folder: kept from a resumed run
+
+    def close(self) -> None:
+        self.lock.close()

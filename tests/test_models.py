@@ -1,6 +1,7 @@
 """Every example model gets exactly the verdicts written in its EXPECTED table."""
 
 import ast
+import json
 import subprocess
 import sys
 
@@ -23,17 +24,61 @@ def test_every_example_model_states_its_expected_verdicts():
     assert MODEL_FILES and all(expected_verdicts(p) for p in MODELS.glob("*.py"))
 
 
+# Runs every reproducer given in one interpreter (torch is imported once) and reports each one's exit
+# code and output as JSON in the file named first.
+RUN_REPRODUCERS = """
+import contextlib, io, json, runpy, sys
+results = {}
+for script in sys.argv[2:]:
+    out = io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as exc:
+            code = exc.code
+    results[script] = {"code": code, "stdout": out.getvalue()}
+open(sys.argv[1], "w").write(json.dumps(results))
+"""
+
+
+def expected_lines(stage: dict) -> list[str]:
+    """The lines a stage's reproducer prints: a build failure, or one verdict per input set."""
+    if stage["status"] == "fail" and not stage["input_sets"]:
+        return ["build: fail"]
+    if not stage["input_sets"]:
+        return ["built and checked; there is nothing to run it with"]
+    return [f"input set {s['index'] + 1}: " + ("fail" if s["error"] else "pass" if s["ok"] else "mismatch")
+            for s in stage["input_sets"]]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", MODEL_FILES, ids=[p.stem for p in MODEL_FILES])
-def test_example_model_verdicts(tmp_path, path):
+def test_example_model_verdicts_and_reproducers(tmp_path, path):
     expected = expected_verdicts(path)
-    proc, report = run_json(tmp_path, "run", str(path), "--stages", ",".join(expected))
+    artifacts = tmp_path / "artifacts"
+    proc, report = run_json(tmp_path, "run", str(path), "--stages", ",".join(expected), "--artifacts", str(artifacts))
     assert verdicts(report) == expected, proc.stdout
     assert proc.returncode == (0 if set(expected.values()) <= {"pass", "skip"} else 1)
     for stage in report["stages"]:
         if stage["status"] == "pass":
             ran = [s["index"] for s in stage["input_sets"]]
             assert ran in ([], list(range(report["model"]["input_sets"]))), f"{stage['name']} skipped input sets"
+
+    # Every stage that reached a verdict left a reproducer that reaches it again, input set by input set.
+    reached = [stage for stage in report["stages"] if stage["status"] != "skip"]
+    scripts = [str(artifacts / f"reproduce_{stage['name']}.py") for stage in reached]
+    results_file = tmp_path / "reproduced.json"
+    subprocess.run([sys.executable, "-c", RUN_REPRODUCERS, str(results_file), *scripts], cwd=tmp_path,
+                   capture_output=True, timeout=900, check=True)
+    results = json.loads(results_file.read_text())
+    for stage, script in zip(reached, scripts):
+        printed = results[script]["stdout"].splitlines()
+        verdict_lines = [line.split(":")[0] + ": " + line.split(": ")[1].split(":")[0] for line in printed
+                         if line.startswith(("input set ", "build: "))]
+        assert verdict_lines == expected_lines(stage), (stage["name"], printed)
+        assert printed[-1].startswith(f"verdict: {stage['status']};"), (stage["name"], printed)
+        assert results[script]["code"] == 0, (stage["name"], printed)
 
 
 def test_importing_the_package_and_help_do_not_import_torch():

@@ -346,6 +346,9 @@ def matrix(
         None, "--env-dir", help="Where environments are built and kept (default ~/.cache/compatcheck/envs)."),
     cell: Optional[list[str]] = typer.Option(None, "--cell", help="Run only this ENVIRONMENT/MODEL cell; repeatable."),
     emit: Optional[str] = typer.Option(None, "--emit", help="Print the cells for a CI system instead: github."),
+    refresh_envs: bool = typer.Option(
+        False, "--refresh-envs", help="Build every environment again now (unpinned ones are re-resolved anyway "
+        "once older than their refresh_after)."),
 ) -> None:
     """Run every model in every environment; merge into one grid and gate it on the baseline."""
     from compatcheck.matrix.run import main as run_matrix
@@ -354,7 +357,8 @@ def matrix(
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         code = run_matrix(matrix_path, Console(), jobs=jobs, resume=resume, strict=strict,
-                          update_baseline=update_baseline, out=out, env_dir=env_dir, only=cell, emit_for=emit)
+                          update_baseline=update_baseline, out=out, env_dir=env_dir, only=cell, emit_for=emit,
+                          refresh_envs=refresh_envs)
     except KeyboardInterrupt:
         err.print(f"interrupted: finished cells are in {out}/cells; run again with --resume to keep them",
                   markup=False, soft_wrap=True)

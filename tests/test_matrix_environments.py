@@ -1,7 +1,10 @@
 """Environments: what their key holds, when they are reused or rebuilt, and how pip or uv is told to install."""
 
+import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -49,12 +52,42 @@ def fake_build(monkeypatch):
 def test_an_environment_is_built_once_and_then_reused(tmp_path, fake_build):
     env = Environment(requirements=["torch==2.13.0"])
     first = ensure("a", env, tmp_path)
-    assert not first.reused and first.path == tmp_path / first.key and (first.path / environments.MARKER).is_file()
+    assert not first.reused and first.path == (tmp_path / first.key).resolve()
+    assert (first.path / environments.MARKER).is_file()
     again = ensure("b", env, tmp_path)
     assert again.reused and again.path == first.path and len(fake_build) == 1
     assert again.seconds == first.seconds and again.installer == "pip"  # the build it saves
     other = ensure("a", Environment(requirements=["torch==2.14.1"]), tmp_path)
     assert not other.reused and other.path != first.path
+
+
+def test_an_unpinned_environment_is_resolved_again_once_stale_into_a_new_folder(tmp_path, fake_build):
+    pinned = Environment(requirements=["torch==2.13.0"])
+    nightly = Environment(requirements=["torch>=2.14"], refresh_after=1)
+    assert environments.pinned(pinned) and not environments.pinned(nightly)
+    assert not environments.pinned(Environment(requirements=["torch==2.13.0"], pre=True))
+    first = ensure("nightly", nightly, tmp_path)
+    assert ensure("nightly", nightly, tmp_path).reused
+    marker = first.path / environments.MARKER
+    os.utime(marker, (time.time() - 7200, time.time() - 7200))  # built two hours ago: past refresh_after
+    second = ensure("nightly", nightly, tmp_path)
+    assert not second.reused and second.path != first.path
+    assert (tmp_path / second.key).resolve() == second.path
+    assert first.path.is_dir(), "the build a running matrix (this process) holds is kept"
+    on_demand = ensure("nightly", nightly, tmp_path, refresh=True)
+    assert not on_demand.reused and on_demand.path not in (first.path, second.path)
+    # A pinned environment is not rebuilt however old, unless asked.
+    old = ensure("pinned", pinned, tmp_path)
+    os.utime(old.path / environments.MARKER, (0, 0))
+    assert ensure("pinned", pinned, tmp_path).reused
+
+
+def test_a_build_no_running_matrix_holds_is_removed_after_a_refresh(tmp_path, fake_build):
+    env = Environment(requirements=["torch>=2.14"])
+    finished = ensure("x", env, tmp_path)
+    finished._held.close()  # the matrix that used it has ended
+    fresh = ensure("x", env, tmp_path, refresh=True)
+    assert not finished.path.exists() and fresh.path.is_dir()
 
 
 def test_a_half_built_environment_is_never_reused(tmp_path, fake_build):

@@ -42,6 +42,7 @@ class CellResult(BaseModel):
     order: tuple[int, int] = Field(description="the environment's and the model's place in matrix.yaml")
     key: str = Field(description="environment key and run settings: --resume reruns a cell whose key changed")
     requirements: list[str] = []
+    resolved: dict[str, str] = Field({}, description="what the requirements resolved to, e.g. torch 2.16.0.dev20261128")
     seconds: float = 0.0
     error: str | None = Field(None, description="why the cell has no report: environment build, usage error")
     report: Report | None = None
@@ -173,6 +174,7 @@ class Runner:
             return None
         if report_path.exists():
             result = cell.result(key, seconds=seconds, report=load_report(report_path))
+            result.resolved = built.resolved
         else:
             lines = log_path.read_text(errors="replace").splitlines()
             first = next((i for i, line in enumerate(lines) if line.startswith("error:")), len(lines) - 5)
@@ -200,7 +202,7 @@ class Runner:
 
 
 def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, jobs: int, resume: bool,
-               display) -> list[CellResult]:
+               display, refresh: bool = False) -> list[CellResult]:
     """Build or reuse each environment in turn and run its cells meanwhile; return every cell's result."""
     for folder in ("cells", "logs"):
         (out_dir / folder).mkdir(parents=True, exist_ok=True)
@@ -213,12 +215,19 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
             mine = [cell for cell in cells if cell.environment == env_name]
             if not mine:
                 continue
+            built = None
             try:
                 inputs = environments.key_inputs(env)
                 key = environments.env_key(inputs)
+                if refresh or not environments.pinned(env):
+                    # What it resolves to decides its cells' key: a resumed cell must have run on the same.
+                    built = environments.ensure(env_name, env, env_dir, display.env_building, refresh=refresh)
+                    key = environments.env_key({**inputs, "resolved": built.resolved})
             except environments.BuildError as exc:
+                display.env_failed(env_name, str(exc))
                 for cell in mine:
-                    results[cell.id] = runner.write(cell.result("", error=f"environment {env_name}: {exc}"))
+                    results[cell.id] = runner.write(cell.result("", error=f"environment {env_name} could not be "
+                                                                          f"built: {exc}"))
                 continue
             todo = []
             for cell in mine:
@@ -231,7 +240,7 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
             if not todo:
                 continue
             try:
-                built = environments.ensure(env_name, env, env_dir, display.env_building)
+                built = built or environments.ensure(env_name, env, env_dir, display.env_building)
             except environments.BuildError as exc:
                 display.env_failed(env_name, str(exc))
                 for cell in todo:

@@ -32,6 +32,8 @@ class Environment(_Strict):
     find_links: list[str] = Field(default_factory=list)
     pre: bool = Field(False, description="allow pre-releases, as nightlies need")
     python: str | None = Field(None, description="interpreter to build the environment with (default: this one)")
+    refresh_after: float = Field(20.0, gt=0, description="hours after which an environment whose requirements are "
+                                                         "not all pinned is resolved again (nightlies: last night's)")
 
     @field_validator("requirements")
     @classmethod

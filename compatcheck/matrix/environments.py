@@ -19,15 +19,18 @@ import subprocess
 import sys
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import compatcheck
+from packaging.requirements import Requirement
+
 from compatcheck.matrix.config import Environment, package_name
 from compatcheck.runner import write_atomically
 
 MARKER = "compatcheck-env.json"  # written last: an environment without it is a half-built one
+IN_USE = ".in-use"  # held shared by every matrix running on a build, so a refresh never removes it
 
 
 class BuildError(Exception):
@@ -42,6 +45,14 @@ class Built:
     reused: bool
     seconds: float  # what building it took (the first time, when reused): what reusing it saves
     installer: str
+    resolved: dict[str, str] = field(default_factory=dict)  # versions installed of what its requirements name
+    _held: object = None
+
+    def hold(self) -> "Built":
+        """Hold the build for as long as this process runs, so a refresh elsewhere never removes it."""
+        self._held = open(self.path / IN_USE, "a")
+        fcntl.flock(self._held, fcntl.LOCK_SH)
+        return self
 
     @property
     def python(self) -> Path:
@@ -154,21 +165,69 @@ def _tail(log: Path, lines: int = 15) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def ensure(name: str, env: Environment, env_dir: Path, on_build=None) -> Built:
-    """The environment's folder under env_dir, built now unless a finished one with its key is there."""
+def pinned(env: Environment) -> bool:
+    """Whether the environment's own requirements name exact versions; compatcheck's own ranges do not
+    count. An unpinned one (`torch>=2.14`, nightlies with `pre`) resolves differently as releases appear."""
+    if env.pre:
+        return False
+    for requirement in env.requirements:
+        specifiers = list(Requirement(requirement).specifier)
+        if len(specifiers) != 1 or specifiers[0].operator not in ("==", "===") or "*" in specifiers[0].version:
+            return False
+    return True
+
+
+def resolved(path: Path, env: Environment) -> dict[str, str]:
+    """The versions installed in the environment of the packages its requirements name."""
+    named = {package_name(r) for r in env.requirements}
+    found = {}
+    for info in path.glob("lib/python*/site-packages/*.dist-info"):
+        name, _, version = info.name[: -len(".dist-info")].partition("-")
+        if package_name(name) in named:
+            found[package_name(name)] = version
+    return dict(sorted(found.items()))
+
+
+def _release_unused(env_dir: Path, key: str, current: Path) -> None:
+    """Remove earlier builds of this key that no running matrix holds (see Built.hold)."""
+    for build in env_dir.glob(f"{key}.build-*"):
+        if build == current or not build.is_dir():
+            continue
+        with open(build / IN_USE, "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            shutil.rmtree(build, ignore_errors=True)
+
+
+def ensure(name: str, env: Environment, env_dir: Path, on_build=None, refresh: bool = False) -> Built:
+    """The environment for `env`, built now unless a finished one with its key is there and still fresh.
+
+    `env_dir/KEY` is a link to the current build (`KEY.build-N`). A rebuild, when asked (`refresh`) or
+    when an unpinned environment is older than its `refresh_after`, goes into a new folder and the link
+    is swapped atomically: a matrix still running on the previous build keeps it, and it is removed
+    only once no running matrix holds it.
+    """
     inputs = key_inputs(env)
     key = env_key(inputs)
-    path = env_dir / key
+    link = env_dir / key
     env_dir.mkdir(parents=True, exist_ok=True)
     with open(env_dir / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be building the same environment right now
-        if (path / MARKER).is_file():
-            marker = json.loads((path / MARKER).read_text())
-            return Built(name, path, key, True, marker["build_seconds"], marker["installer"])
+        if (link / MARKER).is_file():
+            marker = json.loads((link / MARKER).read_text())
+            age = time.time() - (link / MARKER).stat().st_mtime
+            stale = not pinned(env) and age > env.refresh_after * 3600
+            if not refresh and not stale:
+                return Built(name, link.resolve(), key, True, marker["build_seconds"], marker["installer"],
+                             marker.get("resolved", {})).hold()
+        elif link.is_dir() and not link.is_symlink():
+            shutil.rmtree(link)  # what a build that stopped half-way left
         tool = installer()
         if on_build:
             on_build(name, key, tool)
-        shutil.rmtree(path, ignore_errors=True)  # what a build that stopped half-way left
+        path = env_dir / f"{key}.build-{time.time_ns()}"
         started = time.monotonic()
         steps, variables = commands(env, path, inputs["python"], tool)
         log = env_dir / f"{key}.log"
@@ -179,11 +238,21 @@ def ensure(name: str, env: Environment, env_dir: Path, on_build=None) -> Built:
                 code = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                       env={**os.environ, **variables}).returncode
                 if code:
+                    shutil.rmtree(path, ignore_errors=True)
                     raise BuildError(f"`{shlex.join(command[:4])} ...` exited with status {code}; "
                                      f"the end of {log}:\n{_tail(log)}")
         seconds = round(time.monotonic() - started, 1)
+        versions = resolved(path, env)
         write_atomically(path / MARKER, json.dumps({
             "name": name, "key": key, "inputs": inputs, "installer": tool, "build_seconds": seconds,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "resolved": versions,
         }, indent=2))
-        return Built(name, path, key, False, seconds, tool)
+        if link.is_dir() and not link.is_symlink():  # a build from before links: keep it beside the new ones
+            os.replace(link, env_dir / f"{key}.build-0")
+        swap = env_dir / f".{key}.link-{os.getpid()}"
+        swap.unlink(missing_ok=True)
+        swap.symlink_to(path.name)
+        os.replace(swap, link)
+        built = Built(name, path, key, False, seconds, tool, versions).hold()
+        _release_unused(env_dir, key, path)
+        return built

@@ -30,6 +30,8 @@ class Display:
         self.progress.update(self.task, description=f"cells (building {name})")
 
     def env_ready(self, built: Built) -> None:
+        if built.resolved:
+            self.say(f"environment {built.name}: " + ", ".join(f"{n} {v}" for n, v in built.resolved.items()))
         if built.reused:
             self.say(f"environment {built.name}: reusing {built.path} "
                      f"(saves the {built.seconds:.0f} s it took to build)")

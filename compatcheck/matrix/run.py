@@ -17,7 +17,8 @@ EMITTERS = {"github": emit.github}
 
 
 def main(matrix_path: Path, console: Console, *, jobs: int, resume: bool, strict: bool, update_baseline: bool,
-         out: Path, env_dir: Path | None, only: list[str] | None, emit_for: str | None) -> int:
+         out: Path, env_dir: Path | None, only: list[str] | None, emit_for: str | None,
+         refresh_envs: bool = False) -> int:
     matrix = config.load(matrix_path)
     base = matrix_path.resolve().parent
     everything = plan(matrix, base)
@@ -31,7 +32,8 @@ def main(matrix_path: Path, console: Console, *, jobs: int, resume: bool, strict
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     started = time.monotonic()
     with Display(console, len(cells)) as display:
-        results = run_matrix(matrix, cells, out, env_dir or environments.default_dir(), jobs, resume, display)
+        results = run_matrix(matrix, cells, out, env_dir or environments.default_dir(), jobs, resume, display,
+                             refresh=refresh_envs)
     console.print(f"{len(results)} of {len(cells)} cells in {time.monotonic() - started:.0f} s", highlight=False)
     return finish(results, base / matrix.baseline if matrix.baseline else None, out, console,
                   cells={cell.id for cell in cells}, strict=strict, update=update_baseline,

@@ -1,0 +1,216 @@
+"""A run's files under hostile use: shared folders, edited or foreign reports, outputs that are inputs,
+unwritable outputs, odd files beside the model. Each run gets a temporary folder of its own; after every
+test nothing of the run is left running and no working folder is left in it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import MODELS, ROOT, run_cli, verdicts
+from tests.faults.test_bad_input import assert_one_line_usage_error
+from tests.faults.test_process_faults import processes_mentioning
+
+PASSES_TRACE = "import torch\ndef get_model():\n    return torch.nn.Linear(4, 3)\ndef get_inputs():\n    return torch.randn(2, 4)\n"
+FAILS_TRACE = (MODELS / "dict_outputs.py").read_text()  # jit.trace refuses a dict output
+
+
+@pytest.fixture
+def temp(tmp_path):
+    """TMPDIR for the runs of one test; afterwards none of its processes or working folders remain."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    yield folder
+    time.sleep(0.3)
+    assert processes_mentioning(str(tmp_path)) == []
+    assert [p.name for p in folder.glob("compatcheck-run-*") if not p.name.endswith("-live")] == []
+
+
+def run(temp, *args, timeout=300, env=None):
+    return run_cli(*args, timeout=timeout, env={"TMPDIR": str(temp), **(env or {})})
+
+
+@pytest.mark.slow
+def test_runs_sharing_an_artifacts_folder_never_mix_models_or_poison_the_cache(tmp_path, temp):
+    base, other = tmp_path / "base.py", tmp_path / "other.py"
+    base.write_text(PASSES_TRACE)
+    other.write_text(FAILS_TRACE)
+    shared = tmp_path / "art"
+    expected = {base: {"eager": "pass", "jit_trace": "pass"}, other: {"eager": "pass", "jit_trace": "fail"}}
+    for attempt in range(3):  # the mix-up needs the two runs to overlap: give it several chances
+        procs = {}
+        for model in (base, other):
+            out = tmp_path / f"{model.stem}-{attempt}.json"
+            procs[model] = (out, subprocess.Popen(
+                [sys.executable, "-m", "compatcheck", "run", str(model), "--stages", "eager,jit_trace",
+                 "--artifacts", str(shared), "--json", str(out), "--quiet"],
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env={**os.environ, "TMPDIR": str(temp)}))
+        for model, (out, proc) in procs.items():
+            stdout, stderr = proc.communicate(timeout=300)
+            if proc.returncode == 2:  # refused: the other run holds the folder
+                assert "is in use by another compatcheck run" in stderr and len(stderr.strip().splitlines()) == 1
+                continue
+            report = json.loads(out.read_text())
+            assert report["model"]["path"] == str(model), f"attempt {attempt}: a run checked the other model"
+            assert verdicts(report) == expected[model], f"attempt {attempt}: {stdout}{stderr}"
+    # The cache holds each model's own verdicts: a later run alone gets what an uncached run gets.
+    alone = run(temp, "run", str(base), "--stages", "eager,jit_trace", "--json", str(tmp_path / "alone.json"))
+    fresh = run(temp, "run", str(base), "--stages", "eager,jit_trace", "--no-cache")
+    assert alone.returncode == fresh.returncode == 0, alone.stdout + fresh.stdout
+    assert verdicts(json.loads((tmp_path / "alone.json").read_text())) == expected[base]
+
+
+def test_a_second_run_on_a_folder_in_use_is_refused_and_the_first_keeps_it(tmp_path, temp):
+    model = tmp_path / "hangs.py"
+    model.write_text((Path(__file__).parent / "models" / "hangs_if_asked.py").read_text())
+    shared = tmp_path / "art"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "compatcheck", "run", str(model), "--stages", "eager,jit_trace", "--artifacts",
+         str(shared), "--no-cache"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "TMPDIR": str(temp), "COMPATCHECK_TEST_HANG": "1"})
+    try:
+        deadline = time.monotonic() + 120
+        line = ""
+        while "eager: pass" not in line and time.monotonic() < deadline:
+            line = first.stdout.readline()
+        assert "eager: pass" in line
+        assert (shared / "inputs.npz").exists() and (shared / "reproduce_eager.py").exists(), \
+            "a finished stage's files are in --artifacts at once"
+        second = run(temp, "run", str(tmp_path / "hangs.py"), "--stages", "eager", "--artifacts", str(shared))
+        assert_one_line_usage_error(second, f"error: --artifacts {shared} is in use by another compatcheck run "
+                                            f"(pid {first.pid})")
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
+
+
+def test_resume_keeps_only_what_the_same_unchanged_model_produced(tmp_path, temp):
+    model, out = tmp_path / "model.py", tmp_path / "report.json"
+    model.write_text(PASSES_TRACE)
+    first = run(temp, "run", str(model), "--stages", "eager,jit_trace", "--json", str(out), "--no-cache")
+    assert first.returncode == 0, first.stdout + first.stderr
+
+    # The same file, edited: nothing is resumed and the stages run again.
+    model.write_text(FAILS_TRACE)
+    edited = run(temp, "run", str(model), "--stages", "eager,jit_trace", "--json", str(out), "--resume", "--no-cache")
+    assert edited.returncode == 1
+    assert verdicts(json.loads(out.read_text())) == {"eager": "pass", "jit_trace": "fail"}
+    assert f"--resume: nothing resumed, every stage runs again: {model} changed" in edited.stderr
+
+    # Another model resuming this report: nothing is resumed either.
+    other = tmp_path / "other.py"
+    other.write_text(PASSES_TRACE)
+    foreign = run(temp, "run", str(other), "--stages", "eager,jit_trace", "--json", str(out), "--resume",
+                  "--no-cache")
+    assert foreign.returncode == 0, foreign.stdout + foreign.stderr
+    report = json.loads(out.read_text())
+    assert report["model"]["path"] == str(other) and verdicts(report) == {"eager": "pass", "jit_trace": "pass"}
+    assert "the report is of another model" in foreign.stderr
+
+
+def test_an_output_that_is_an_input_is_refused_or_never_overwritten(tmp_path, temp):
+    model = tmp_path / "model.py"
+    source = (PASSES_TRACE.replace("def get_inputs():\n    return torch.randn(2, 4)\n", "")
+              + "import json, os\nimport numpy as np\nHERE = os.path.dirname(os.path.abspath(__file__))\n"
+              "def get_inputs():\n"
+              "    json.load(open(os.path.join(HERE, 'config.json')))\n"
+              "    return torch.from_numpy(np.load(os.path.join(HERE, 'inputs.npz'))['x'])\n")
+    model.write_text(source)
+    (tmp_path / "config.json").write_text("{}")
+    import numpy as np
+
+    np.savez(tmp_path / "inputs.npz", x=np.ones((2, 4), dtype=np.float32))
+    mine = (tmp_path / "inputs.npz").read_bytes()
+    rewrites = tmp_path / "rewrites.yaml"
+    rewrites.write_text("[]\n")
+
+    assert_one_line_usage_error(run(temp, "run", str(model), "--json", str(model)),
+                                f"error: --json {model} is the model file")
+    assert_one_line_usage_error(run(temp, "run", str(model), "--rewrites", str(rewrites), "--markdown", str(rewrites)),
+                                f"error: --markdown {rewrites} is the --rewrites catalog")
+    assert model.read_text() == source and rewrites.read_text() == "[]\n"
+
+    # Files the model reads are known once it ran: --artifacts and --json leave them alone.
+    proc = run(temp, "run", str(model), "--stages", "eager", "--artifacts", str(tmp_path),
+               "--json", str(tmp_path / "config.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "inputs.npz").read_bytes() == mine and (tmp_path / "config.json").read_text() == "{}"
+    assert f"not written into --artifacts: {tmp_path / 'inputs.npz'} is a file the run loaded" in proc.stderr
+    kept = proc.stderr.split("it was written to ")[1].split()[0]
+    assert json.loads(Path(kept).read_text())["model"]["path"] == str(model)
+    Path(kept).unlink()
+
+
+def test_an_unwritable_report_path_is_refused_before_any_stage(tmp_path, temp):
+    proc = run(temp, "run", str(MODELS / "convnet.py"), "--json", "/sys/report.json", timeout=60)
+    assert_one_line_usage_error(proc, "error: cannot write --json /sys/report.json")
+
+
+def test_a_report_whose_folder_vanished_mid_run_is_kept_and_its_place_said(tmp_path, temp):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    model = tmp_path / "model.py"
+    model.write_text("import shutil\n" + PASSES_TRACE + f"shutil.rmtree({str(folder)!r})\n")
+    proc = run(temp, "run", str(model), "--stages", "eager", "--json", str(folder / "r.json"), "--quiet")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"error: cannot write --json {folder / 'r.json'}" in proc.stderr
+    kept = Path(proc.stderr.split("it was written to ")[1].split()[0])
+    assert verdicts(json.loads(kept.read_text())) == {"eager": "pass"}
+    kept.unlink()
+
+
+@pytest.mark.parametrize("kind", ["folder", "broken link", "fifo"])
+def test_odd_files_named_py_beside_the_model_neither_break_nor_block_the_run(tmp_path, temp, kind):
+    model = tmp_path / "model.py"
+    model.write_text(PASSES_TRACE)
+    odd = tmp_path / "odd.py"
+    if kind == "folder":
+        odd.mkdir()
+    elif kind == "broken link":
+        odd.symlink_to(tmp_path / "nowhere.py")
+    else:
+        os.mkfifo(odd)
+    for _ in range(2):  # the second run looks the cache up
+        proc = run(temp, "run", str(model), "--stages", "eager", "--timeout", "60", timeout=120)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert "pass (cached)" in proc.stdout
+
+
+@pytest.mark.parametrize("command", ["checklist", "resume"])
+def test_a_report_with_a_value_the_schema_rejects_is_one_line(tmp_path, temp, command):
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"schema_version": 2, "tool_version": "0.1.0", "created": "now",
+                                  "stages": [{"name": "eager", "status": "exploded"}]}))
+    args = (["checklist", str(report)] if command == "checklist"
+            else ["run", str(MODELS / "convnet.py"), "--json", str(report), "--resume"])
+    assert_one_line_usage_error(run(temp, *args, timeout=60),
+                                f'error: {report}: field stages.0.status has value "exploded"')
+
+
+def test_stale_working_folders_are_removed_only_when_their_run_is_gone(tmp_path, temp):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = temp / "compatcheck-run-stale"
+    stale.mkdir()
+    (stale / "owner").write_text(f"{gone.pid} \n")
+    (stale / "model.onnx").write_text("left by a killed run")
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        live = temp / "compatcheck-run-live"  # a matrix cell still running, say
+        live.mkdir()
+        started = Path(f"/proc/{alive.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        (live / "owner").write_text(f"{alive.pid} {started}\n")
+        (tmp_path / "model.py").write_text(PASSES_TRACE)
+        proc = run(temp, "run", str(tmp_path / "model.py"), "--stages", "eager")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert not stale.exists(), "the folder of a run that is gone is removed"
+        assert (live / "owner").exists(), "a live run's folder is never touched"
+    finally:
+        alive.kill()
+        alive.wait()

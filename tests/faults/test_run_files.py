@@ -185,7 +185,7 @@ def test_odd_files_named_py_beside_the_model_neither_break_nor_block_the_run(tmp
 @pytest.mark.parametrize("command", ["checklist", "resume"])
 def test_a_report_with_a_value_the_schema_rejects_is_one_line(tmp_path, temp, command):
     report = tmp_path / "report.json"
-    report.write_text(json.dumps({"schema_version": 2, "tool_version": "0.1.0", "created": "now",
+    report.write_text(json.dumps({"schema_version": 1, "tool_version": "0.1.0", "created": "now",
                                   "stages": [{"name": "eager", "status": "exploded"}]}))
     args = (["checklist", str(report)] if command == "checklist"
             else ["run", str(MODELS / "convnet.py"), "--json", str(report), "--resume"])

@@ -41,7 +41,7 @@ def resumable(previous: Report | None, options: RunOptions, key: str) -> tuple[d
     compatcheck version, interpreter, installed packages, environment) and every file the run
     loaded unchanged. A stage whose artifact is gone is run again.
     """
-    if previous is None:
+    if previous is None or all(stage.reason == INTERRUPTED for stage in previous.stages):
         return {}, None
     if previous.options != options.model_dump():
         return {}, "the report was written with other options"

@@ -46,8 +46,7 @@ from compatcheck.report.model import CacheOrigin, ModelInfo, StageResult, Status
 CACHEABLE = {Status.PASS, Status.MISMATCH, Status.FAIL}
 KEY_VARIABLES = re.compile(
     RELEVANT.pattern + r"|^(PYTHONPATH|PYTHONHASHSEED|LD_LIBRARY_PATH|LD_PRELOAD|KMP_.*|HF_.*|TRANSFORMERS_.*|"
-    r"TOKENIZERS_.*|COMPATCHECK_.*)$")
-NOT_KEY_VARIABLES = {"COMPATCHECK_CACHE_DIR"}  # where the cache is, not what it holds
+    r"TOKENIZERS_.*|COMPATCHECK_TRITONSERVER)$")
 ENTRY = "entry.json"
 LOG = "worker.log"
 
@@ -71,7 +70,7 @@ def distributions() -> list[str]:
 def key_variables() -> dict[str, str]:
     return {name: "sha256:" + hashlib.sha256(value.encode()).hexdigest() if SECRET.search(name) else value
             for name, value in sorted(os.environ.items())
-            if KEY_VARIABLES.match(name) and name not in NOT_KEY_VARIABLES}
+            if KEY_VARIABLES.match(name)}
 
 
 def run_key(model: Path, factory: str, options: RunOptions) -> tuple[str, dict]:

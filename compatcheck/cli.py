@@ -27,7 +27,8 @@ EXIT_USAGE = 2
 
 
 def _names(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+    """None when the option was not given; [] when it was but names nothing (`--stages ,`)."""
+    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
 
 
 def _writable_file(path: Path | None, what: str, inputs: dict[str, str] | None = None) -> None:
@@ -81,18 +82,19 @@ def _writable_dir(path: Path | None, what: str) -> None:
         raise UsageError(f"cannot write into {what} {path}")
 
 
-def _megabytes(text: str | None) -> int | None:
-    if text is None:
-        return None
-    units = {"M": 1, "G": 1024, "T": 1024 * 1024}
-    number, unit = (text[:-1], text[-1].upper()) if text[-1:].upper() in units else (text, "M")
-    try:
-        value = float(number)
-    except ValueError:
-        value = -1
-    if value <= 0:
-        raise UsageError(f"--memory-limit must be a positive size like 4G or 512M, got {text!r}")
-    return max(1, int(value * units[unit]))
+_FLAGS = {"memory_limit_mb": "--memory-limit", "triton_launcher": "--triton"}
+
+
+def _option_error(exc) -> str:
+    """A RunOptions validation error as one line naming the flag and the value given."""
+    first = exc.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else ""
+    flag = _FLAGS.get(field, "--" + field.replace("_", "-"))
+    if first["type"] == "value_error":  # our own validators name the value themselves
+        return f"{flag}: {first['msg'].removeprefix('Value error, ')}"
+    given = first.get("input")
+    shown = f" {given:g}" if isinstance(given, float) else f" {given}" if isinstance(given, (int, str)) else ""
+    return f"{flag}{shown}: {first['msg']}"
 
 
 def _previous_report(path: Path):
@@ -168,11 +170,6 @@ def run(
 
     model, factory = parse_target(target)
     check_model_path(model)
-    if timeout <= 0:
-        raise UsageError(f"--timeout must be a positive number of seconds, got {timeout:g}")
-    for name, value in (("--atol", atol), ("--rtol", rtol)):
-        if value is not None and value < 0:
-            raise UsageError(f"{name} must be non-negative, got {value:g}")
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     if resume and json_path is None:
@@ -199,12 +196,11 @@ def run(
             stages=ladder.select(_names(stages), _names(skip)), timeout=timeout, atol=atol, rtol=rtol,
             onnx_exporter=onnx_exporter, onnx_opset=onnx_opset, compile_backend=compile_backend,
             rewrites=str(rewrites) if rewrites else None,
-            memory_limit_mb=_megabytes(memory_limit), bench_seconds=bench_seconds if bench else None,
+            memory_limit_mb=memory_limit, bench_seconds=bench_seconds if bench else None,
             triton_launcher=triton, triton_url=triton_url, **({"triton_image": triton_image} if triton_image else {}),
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UsageError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+        raise UsageError(_option_error(exc)) from None
 
     console = Console()
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)

@@ -219,6 +219,10 @@ def compare_outputs(
     if flat:
         actual_leaves = list(actual) if isinstance(actual, (list, tuple)) else [actual]
         note = None
+        nones = [name for name, leaf in expected_leaves if leaf is None]
+        if nones:  # a graph has no None outputs: the exporter leaves them out
+            expected_leaves = [(name, leaf) for name, leaf in expected_leaves if leaf is not None]
+            note = f"eager's None output{'s' if len(nones) > 1 else ''} {', '.join(nones)} left out: a graph has none"
     else:
         pairs, actual_spec = flatten(actual)
         actual_leaves = [leaf for _, leaf in pairs]

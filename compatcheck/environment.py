@@ -9,14 +9,15 @@ import re
 import sys
 from importlib import metadata
 
+from compatcheck import redact
+
 PACKAGES = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "tritonclient", "numpy")
 RELEVANT = re.compile(r"^(TORCH|PYTORCH|TORCHINDUCTOR|OMP|MKL|OPENBLAS|CUDA|CUBLAS|CUDNN|NVIDIA|ORT|ONNX|TRITON)_")
-SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 
 
 def variables() -> dict[str, str]:
-    return {name: value for name, value in sorted(os.environ.items())
-            if RELEVANT.match(name) and not SECRET.search(name)}
+    return {name: redact.text(value) for name, value in sorted(os.environ.items())
+            if RELEVANT.match(name) and not redact.SECRET_NAME.search(name)}
 
 
 def versions(names) -> dict[str, str]:

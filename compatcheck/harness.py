@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import torch
 
 from compatcheck.compare import compare_outputs
+from compatcheck.errors import UsageError
 from compatcheck.report.model import InputSetResult, StageResult, Status
 from compatcheck.stages import missing_artifact
 from compatcheck.stages.base import Stage, StageContext
@@ -68,6 +69,8 @@ def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
             return f"eager did not pass ({eager}): nothing to compare with"
         try:
             ctx.reference
+        except UsageError:
+            raise
         except Exception as exc:
             return f"eager raised {one_line(exc)}: nothing to compare with"
     for needed in stage.requires:
@@ -107,6 +110,8 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
                     result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage.flat_outputs))
                 if ctx.options.bench_seconds and all(s.ok for s in result.input_sets):
                     result.timings = _time(stage, ctx, runner)
+        except UsageError:
+            raise  # the model file's fault, not the stage's: the run stops with it
         except Exception as exc:
             error = exc
             result.status = Status.FAIL

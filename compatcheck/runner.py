@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from compatcheck import __version__
+from compatcheck import __version__, redact
 from compatcheck import stages as ladder
 from compatcheck.cache import StageCache, run_key
 from compatcheck.dependencies import unchanged
@@ -105,7 +105,7 @@ def _execute(model, factory, options, workdir, published, command, on_event, job
     started = time.monotonic()
     report = Report(
         tool_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        command=command or [], options=options.model_dump(),
+        command=redact.tree(command or []), options=redact.tree(options.model_dump()),
         run_key=cache.key if cache else run_key(model, factory, options)[0],
     )
     done, why = resumable(previous, options, report.run_key)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ class InputSet:
     def map(self, fn) -> "InputSet":
         return InputSet(*pytree.tree_map(fn, (self.args, self.kwargs)))
 
+    def copy(self) -> "InputSet":
+        """Fresh tensors with the same values: what one run may change in place stays in that run."""
+        return self.map(lambda t: t.detach().clone().requires_grad_(t.requires_grad))
+
     def arrays_for(self, names: list[str], model: str, why: str = "") -> list:
         """The tensors as numpy arrays in the order of `model`'s input `names`: by name for keyword
         inputs, else by position. `model` and `why` word the error when the counts differ."""
@@ -57,7 +62,7 @@ class ModelSpec:
     path: Path
     factory: str
     model: torch.nn.Module
-    input_sets: list[InputSet]
+    given_inputs: list[InputSet]  # as get_inputs() made them; never handed to a run
     dynamic_shapes: object | None
     dynamic_shapes_inferred: bool
     tolerance: dict
@@ -65,17 +70,32 @@ class ModelSpec:
     arrived_training: bool
     build_sites: dict[int, traceback.FrameSummary]
 
+    @property
+    def input_sets(self) -> list[InputSet]:
+        """A fresh copy of every input set on each access, so a model that changes its input in place
+        cannot change what the next run, stage or comparison sees."""
+        return [one.copy() for one in self.given_inputs]
+
 
 def _where(user: UserCode, exc: BaseException) -> str:
     frame = user.from_exception(exc)
     return f" at {user.display(frame.filename)}:{frame.lineno}" if frame else ""
 
 
+def _raised(exc: BaseException) -> str:
+    """What the model file did, in words: sys.exit() and Ctrl-C are calls, not errors."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({'' if exc.code is None else repr(exc.code)})"
+    text = str(exc).strip().splitlines()
+    return f"raised {type(exc).__name__}" + (f": {text[0]}" if text else "")
+
+
 def _call(user: UserCode, fn, what: str):
+    # BaseException: sys.exit() or KeyboardInterrupt in the model file is its error, not the worker's.
     try:
         return fn()
-    except Exception as exc:
-        raise UsageError(f"{what} raised {type(exc).__name__}: {exc}{_where(user, exc)}") from None
+    except BaseException as exc:
+        raise UsageError(f"{what} {_raised(exc)}{_where(user, exc)}") from None
 
 
 def module_name(path: Path) -> str:
@@ -93,11 +113,16 @@ def _import(path: Path, user: UserCode):
     try:
         module_spec.loader.exec_module(module)
     except SyntaxError as exc:
-        raise UsageError(f"syntax error in {user.display(exc.filename)}:{exc.lineno}: {exc.msg}") from None
-    except Exception as exc:
-        raise UsageError(
-            f"importing {path.name} raised {type(exc).__name__}: {exc}{_where(user, exc)}"
-        ) from None
+        # Undecodable or NUL-laden files raise it with no filename or line.
+        where = user.display(exc.filename) if exc.filename and exc.filename != "<unknown>" else path.name
+        line = f":{exc.lineno}" if exc.lineno else ""
+        raise UsageError(f"syntax error in {where}{line}: {exc.msg}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        if _where(user, exc):
+            raise UsageError(f"importing {path.name} {_raised(exc)}{_where(user, exc)}") from None
+        raise UsageError(f"{path.name} is not Python source: {exc}") from None
+    except BaseException as exc:
+        raise UsageError(f"importing {path.name} {_raised(exc)}{_where(user, exc)}") from None
     return module
 
 
@@ -150,14 +175,48 @@ def _normalize_inputs(raw, where: str) -> list[InputSet]:
         sets.append(one)
     first = pytree.tree_structure((sets[0].args, sets[0].kwargs))
     for index, one in enumerate(sets[1:], 2):
-        if len(one.args) != len(sets[0].args) or set(one.kwargs) != set(sets[0].kwargs):
-            raise UsageError(
-                f"{where}: input set {index} has {len(one.args) + len(one.kwargs)} inputs, "
-                f"input set 1 has {len(sets[0].args) + len(sets[0].kwargs)}"
-            )
         if pytree.tree_structure((one.args, one.kwargs)) != first:
-            raise UsageError(f"{where}: input set {index} is nested differently from input set 1")
+            raise UsageError(f"{where}: input set {index} {_difference(one, sets[0])}")
     return sets
+
+
+def _inputs_named(one: InputSet) -> list[str]:
+    """Each tensor of an input set by where it goes: args[0], args[1][2], x, x['mask']..."""
+    names = [f"args{pytree.keystr(path)}" for path, _ in pytree.tree_flatten_with_path(one.args)[0]]
+    for name, value in one.kwargs.items():
+        names += [f"{name}{pytree.keystr(path)}" for path, _ in pytree.tree_flatten_with_path(value)[0]]
+    return names
+
+
+def _difference(one: InputSet, first: InputSet) -> str:
+    """How an input set's structure differs from input set 1, in words."""
+    mine, theirs = _inputs_named(one), _inputs_named(first)
+    extra = [name for name in mine if name not in theirs]
+    missing = [name for name in theirs if name not in mine]
+    if extra or missing:
+        parts = ([f"has {', '.join(extra)}"] if extra else []) + ([f"lacks {', '.join(missing)}"] if missing else [])
+        return f"{' and '.join(parts)}, unlike input set 1 ({', '.join(theirs)})"
+    mine, theirs = _containers(one), _containers(first)
+    where = next((name for name in theirs if mine.get(name) != theirs[name]), "")
+    return (f"holds the same inputs in other containers: a {mine.get(where, 'different container')} at {where} "
+            f"where input set 1 has a {theirs.get(where)}")
+
+
+def _containers(one: InputSet) -> dict[str, str]:
+    """The container type at each place of an input set: {'args[0]': 'list', 'x': 'dict', ...}."""
+    found: dict[str, str] = {}
+
+    def walk(value, name):
+        if isinstance(value, (list, tuple, dict)):
+            found[name] = type(value).__name__
+            for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+                walk(item, f"{name}[{key!r}]")
+
+    for index, value in enumerate(one.args):
+        walk(value, f"args[{index}]")
+    for key, value in one.kwargs.items():
+        walk(value, key)
+    return found
 
 
 def infer_dynamic_shapes(sets: list[InputSet]):
@@ -205,8 +264,9 @@ def _check_tolerance(raw, where: str) -> dict:
             _check_tolerance(value, f"{where}[{key!r}]")
         elif key not in ("atol", "rtol"):
             raise UsageError(f"{where}: unknown key {key!r}; use atol, rtol or an output name mapping to those")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise UsageError(f"{where}[{key!r}] must be a non-negative number, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            # nan compares false with everything and inf accepts anything: either would pass any mismatch
+            raise UsageError(f"{where}[{key!r}] must be a finite non-negative number, got {value!r}")
     return raw
 
 
@@ -243,7 +303,7 @@ def load(path: Path, factory: str = "get_model") -> ModelSpec:
         path=path,
         factory=factory,
         model=model,
-        input_sets=sets,
+        given_inputs=sets,
         dynamic_shapes=dynamic,
         dynamic_shapes_inferred=inferred and dynamic is not None,
         tolerance=_check_tolerance(getattr(module, "TOLERANCE", None), "TOLERANCE"),

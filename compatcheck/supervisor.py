@@ -23,12 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from compatcheck import redact
 from compatcheck import stages as ladder
+from compatcheck.containment import Box, Containment
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.report.model import ModelInfo, StageResult, Status
 
 LOG_TAIL = 2000
+# How often a silent worker is checked for having exited: a process it started may hold the
+# message pipe open, so the pipe's end is no sign of its death.
+EXIT_POLL_S = 0.2
 
 
 @dataclass
@@ -51,18 +56,23 @@ class _Messages:
         self.selector = selectors.DefaultSelector()
         self.selector.register(fd, selectors.EVENT_READ)
 
-    def next(self, deadline: float) -> dict | None | str:
-        """A message, None at end of stream, or 'timeout'."""
+    def next(self, deadline: float, process: subprocess.Popen) -> dict | None | str:
+        """A message (secrets redacted), None once the worker is gone and nothing is left to read,
+        or 'timeout'."""
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self.selector.select(remaining):
+            if remaining <= 0:
                 return "timeout"
+            if not self.selector.select(min(remaining, EXIT_POLL_S)):
+                if process.poll() is not None and not self.selector.select(0):
+                    return None
+                continue
             chunk = os.read(self.fd, 65536)
             if not chunk:
                 return None
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        return redact.tree(json.loads(line))
 
     def close(self) -> None:
         self.selector.close()
@@ -83,7 +93,7 @@ def _log_tail(log: Path) -> str:
         with log.open("rb") as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(f.tell() - LOG_TAIL, 0))
-            return f.read().decode(errors="replace")
+            return redact.text(f.read().decode(errors="replace"))
     except OSError:
         return ""
 
@@ -109,6 +119,7 @@ class Supervisor:
         self.lock = threading.Lock()
         self.processes: set[subprocess.Popen] = set()
         self.stopping = False
+        self.containment: Containment | None = None
         # Filled as results arrive, so an interrupted run keeps what it has.
         self.outcome = Outcome(results=dict(done or {}), artifacts=dict(artifacts or {}))
 
@@ -135,22 +146,31 @@ class Supervisor:
             self._run_worker(remaining, lane, first)
             first = False
 
-    def _limit_memory(self) -> None:
-        limit = self.options.memory_limit_mb
-        if limit:
-            resource.setrlimit(resource.RLIMIT_DATA, (limit * 2**20, limit * 2**20))
+    def _box(self) -> Box:
+        with self.lock:
+            if self.containment is None:
+                self.containment = Containment(None if self.keep_artifacts else self.workdir)
+            return self.containment.box()
 
-    def _spawn(self, request: dict, lane: int) -> tuple[subprocess.Popen, _Messages]:
+    def _spawn(self, request: dict, lane: int) -> tuple[subprocess.Popen, _Messages, Box]:
         request_path = self.workdir / f"worker-request-{lane}.json"
         request_path.write_text(json.dumps(request))
         read_fd, write_fd = os.pipe()
         log = open(self.workdir / f"worker-{lane}.log", "ab")
+        box = self._box()
+        parent, limit = os.getpid(), self.options.memory_limit_mb
+
+        def prepare():  # in the worker, before exec
+            box.enter(parent)
+            if limit:
+                resource.setrlimit(resource.RLIMIT_DATA, (limit * 2**20, limit * 2**20))
+
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "compatcheck.worker", str(request_path), str(write_fd)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
                 start_new_session=True,  # its own process group: Ctrl-C reaches us, and we kill it whole
-                preexec_fn=self._limit_memory if self.options.memory_limit_mb else None,
+                preexec_fn=prepare, env={**os.environ, **box.env},
             )
         finally:
             os.close(write_fd)
@@ -158,7 +178,7 @@ class Supervisor:
         with self.lock:
             self.processes.add(process)
             self.outcome.workers += 1
-        return process, _Messages(read_fd)
+        return process, _Messages(read_fd), box
 
     def _run_worker(self, remaining: list[str], lane: int, first: bool) -> None:
         with self.lock:
@@ -168,14 +188,14 @@ class Supervisor:
                 "previous": {name: r.status.value for name, r in self.outcome.results.items()},
                 "save_inputs": first and lane == 0,
             }
-        process, messages = self._spawn(request, lane)
+        process, messages, box = self._spawn(request, lane)
         log = self.workdir / f"worker-{lane}.log"
         current: str | None = None
         started = time.monotonic()
         deadline = started + self.options.timeout
         try:
             while True:
-                message = messages.next(deadline)
+                message = messages.next(deadline, process)
                 if message == "timeout":
                     _kill_group(process)
                     if current is None:
@@ -190,7 +210,7 @@ class Supervisor:
                     why = _describe_exit(code)
                     if current is None:
                         if self.outcome.model is None:
-                            raise UsageError(f"{why} while loading the model: {_log_tail(log).strip()[-300:]}")
+                            raise UsageError(self._load_failure(why, _log_tail(log)))
                         current = remaining[0]
                     self._record(remaining, current, Status.CRASH, time.monotonic() - started, why, _log_tail(log))
                     return
@@ -224,8 +244,17 @@ class Supervisor:
         finally:
             messages.close()
             _kill_group(process)
+            box.end()  # what the model started outside the group, or that outlived the worker
             with self.lock:
                 self.processes.discard(process)
+
+    def _load_failure(self, why: str, log: str) -> str:
+        """One line on a worker that died before it loaded the model."""
+        last = [line.strip() for line in log.splitlines() if line.strip()]
+        said = f": {last[-1][-300:]}" if last else " without a word of output"
+        if self.options.memory_limit_mb:
+            said += f" (under --memory-limit {self.options.memory_limit_mb}M: try a larger one)"
+        return f"{why} while loading the model{said}"
 
     def _record(self, remaining, stage, status, seconds, reason, detail=None) -> None:
         result = StageResult(name=stage, status=status, seconds=round(seconds, 3), reason=reason, error=detail)
@@ -241,3 +270,7 @@ class Supervisor:
             processes = list(self.processes)
         for process in processes:
             _kill_group(process)
+        with self.lock:
+            containment, self.containment = self.containment, None
+        if containment is not None:
+            containment.close()

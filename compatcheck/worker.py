@@ -64,7 +64,11 @@ def main(argv: list[str]) -> int:
     for stage in todo:
         reproduce.write(stage, ctx, None)  # a crash or timeout leaves it without a verdict to reach
         _send(stream, type="start", stage=stage.name)
-        result = run_stage(stage, ctx)
+        try:
+            result = run_stage(stage, ctx)
+        except UsageError as exc:
+            _send(stream, type="usage_error", message=str(exc))
+            return 0
         ctx.previous[stage.name] = result.status.value
         if result.status.value == "skip":
             (workdir / f"reproduce_{stage.name}.py").unlink(missing_ok=True)

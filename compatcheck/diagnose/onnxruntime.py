@@ -56,9 +56,9 @@ def _failure_findings(stage: str, ctx, error: BaseException, providers: list[str
 
 def _divergence_findings(stage: str, ctx, session, providers: list[str]) -> list:
     from compatcheck.diagnose.divergence import first_divergence
-    from compatcheck.diagnose.replay import first_mismatch
+    from compatcheck.diagnose.replay import first_value_mismatch
 
-    index = first_mismatch(ctx)
+    index = first_value_mismatch(ctx)  # an op can only be blamed for values, not for the outputs' structure
     if index is None:
         return []
     if ctx.options.onnx_exporter != "dynamo":

@@ -7,3 +7,8 @@ from __future__ import annotations
 def first_mismatch(ctx) -> int | None:
     """The first input set on which the stage's artifact differed from eager or raised, else None."""
     return next((one.index for one in ctx.input_results if not one.ok), None)
+
+
+def first_value_mismatch(ctx) -> int | None:
+    """The first input set on which an output's values differed from eager's (not its structure), else None."""
+    return next((one.index for one in ctx.input_results if any(not leaf.ok for leaf in one.leaves)), None)

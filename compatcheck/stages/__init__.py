@@ -45,6 +45,8 @@ def select(only: list[str] | None, skip: list[str] | None) -> list[str]:
     """
     from compatcheck.errors import UsageError
 
+    if only is not None and not only:
+        raise UsageError(f"--stages names no stage; stages are: {', '.join(NAMES)}")
     for name in (only or []) + (skip or []):
         if name not in BY_NAME:
             raise UsageError(f"unknown stage {name!r}; stages are: {', '.join(NAMES)}")

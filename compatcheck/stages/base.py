@@ -7,13 +7,15 @@ calls it on every input set, compares, times and collects findings the same way 
 from __future__ import annotations
 
 import copy
+import reprlib
 import warnings
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from compatcheck.compare import Tolerances
+from compatcheck.compare import Tolerances, flatten
+from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.report.model import Finding
 from compatcheck.spec import InputSet, ModelSpec
@@ -67,6 +69,7 @@ class StageContext:
         self.input_results: list = []  # the current stage's InputSetResults, for its diagnosis
         self._reference: list | None = None
         self._noise: list | None = None
+        self.mutated_inputs: list[int] = []  # input sets whose tensors forward changed in place
         self._fp64: dict[int, object] = {}
 
     @property
@@ -80,7 +83,11 @@ class StageContext:
 
     def _compute_reference(self) -> None:
         torch.manual_seed(0)
-        first = [self.eager(s) for s in self.spec.input_sets]
+        runs = self.spec.input_sets
+        first = [self.eager(s) for s in runs]
+        # A fresh tensor starts at version 0; every in-place write, through any view, bumps it.
+        self.mutated_inputs = [i for i, s in enumerate(runs) if any(t._version for t in s.leaves())]
+        _require_a_tensor(first)
         torch.manual_seed(0)
         second = [self.eager(s) for s in self.spec.input_sets]
         self._reference = first
@@ -117,6 +124,14 @@ class StageContext:
         path = self.workdir / filename
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def _require_a_tensor(outputs: list) -> None:
+    """An output with no tensor in it is nothing to export or serve: a model-file error, not a verdict."""
+    for index, output in enumerate(outputs, 1):
+        if not any(isinstance(leaf, torch.Tensor) for _, leaf in flatten(output)[0]):
+            raise UsageError(f"forward() returned {reprlib.repr(output)} for input set {index}, with no tensor "
+                             "in it: there is nothing to compare or deploy")
 
 
 def _identical(a, b) -> bool:

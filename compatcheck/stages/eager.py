@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from compatcheck.diagnose.mutation import input_mutation
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
 
@@ -35,6 +36,7 @@ class Eager(Stage):
             return findings
         if ctx.spec.arrived_training:
             findings.extend(self._training_mode(ctx))
+        findings.extend(input_mutation(ctx, self.name))
         if ctx.noise is not None:
             findings.append(ctx.spec.user.finding(
                 self.name, "nondeterministic",

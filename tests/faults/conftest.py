@@ -1,0 +1,46 @@
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+MARK = "COMPATCHECK_TEST_RUN"
+
+
+def processes_with(mark: str) -> list[int]:
+    """PIDs whose environment carries MARK=mark: every process a run started, and what they started."""
+    needle = f"\0{MARK}={mark}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in b"\0" + (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture
+def leaves_nothing(tmp_path, monkeypatch):
+    """Runs started in the test get a private TMPDIR and an inherited mark; when the test ends, no
+    process with the mark and no temporary folder may remain. Returns the mark."""
+    mark = uuid.uuid4().hex
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setenv(MARK, mark)
+    yield mark
+    deadline = time.monotonic() + 1.0  # a killed process is gone from /proc once reaped
+    while processes_with(mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = processes_with(mark)
+    for pid in left:  # so a failing test does not leave them to the next
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert left == [], "processes of the run are still alive"
+    assert sorted(os.listdir(tmp)) == [], "temporary folders of the run remain"

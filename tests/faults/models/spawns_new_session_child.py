@@ -1,0 +1,29 @@
+"""Starts a child in a new session (out of the worker's process group) in forward, then hangs in
+torch.jit.trace when COMPATCHECK_TEST_HANG is set."""
+
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+started = []
+
+
+class SpawnsChild(torch.nn.Module):
+    def forward(self, x):
+        if not started:
+            started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                            start_new_session=True))
+        if torch.jit.is_tracing() and os.environ.get("COMPATCHECK_TEST_HANG"):
+            time.sleep(600)
+        return x * 2
+
+
+def get_model():
+    return SpawnsChild()
+
+
+def get_inputs():
+    return torch.ones(2, 3)

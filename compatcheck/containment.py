@@ -11,6 +11,7 @@ every process of the run and removes its temporary folder.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -22,6 +23,8 @@ from pathlib import Path
 
 MARK = "COMPATCHECK_RUN"
 _PR_SET_PDEATHSIG = 1
+# Looked up here, not in the forked child, where loading a library could wait on a lock forever.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 GOODBYE = b"done\n"
 
 
@@ -68,7 +71,7 @@ def members(mark: str, cgroup: Path | None) -> set[int]:
             except OSError:
                 continue
     needle = f"\0{MARK}={mark}".encode()
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if entry.isdigit() and _environ_has(entry, needle):
             found.add(int(entry))
     found.discard(os.getpid())
@@ -111,11 +114,12 @@ class Box:
     def enter(self, parent: int) -> None:
         """In the child, before exec: join the cgroup and die with the parent."""
         if self.cgroup is not None:
-            (self.cgroup / "cgroup.procs").write_text(str(os.getpid()))
-        if sys.platform.startswith("linux"):
-            import ctypes
-
-            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            try:
+                (self.cgroup / "cgroup.procs").write_text(str(os.getpid()))
+            except OSError:
+                pass  # the mark still finds what it starts
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != parent:  # the parent died before prctl took hold
                 os._exit(1)
 

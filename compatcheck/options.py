@@ -39,8 +39,8 @@ def megabytes(text: str) -> int:
 class RunOptions(BaseModel):
     stages: list[str] = Field(min_length=1, description="stages to run, in ladder order")
     timeout: float = Field(600.0, description="seconds one stage may take")
-    atol: float | None = Field(None, ge=0, allow_inf_nan=False)
-    rtol: float | None = Field(None, ge=0, allow_inf_nan=False)
+    atol: float | None = None
+    rtol: float | None = None
     onnx_exporter: str = Field("dynamo", pattern="^(dynamo|legacy)$")
     onnx_opset: int | None = Field(None, ge=7)
     compile_backend: str = "inductor"
@@ -59,6 +59,14 @@ class RunOptions(BaseModel):
         if not (0 < value <= MAX_TIMEOUT_S):  # also false for nan
             raise ValueError(f"must be a number of seconds above 0 and at most {MAX_TIMEOUT_S} (a week), "
                              f"got {value:g}")
+        return value
+
+    @field_validator("atol", "rtol")
+    @classmethod
+    def _tolerance(cls, value: float | None) -> float | None:
+        # nan compares false with everything and inf accepts anything: either would pass any mismatch
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"must be a finite non-negative number, got {value:g}")
         return value
 
     @field_validator("memory_limit_mb", mode="before")

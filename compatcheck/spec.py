@@ -117,10 +117,6 @@ def _import(path: Path, user: UserCode):
         where = user.display(exc.filename) if exc.filename and exc.filename != "<unknown>" else path.name
         line = f":{exc.lineno}" if exc.lineno else ""
         raise UsageError(f"syntax error in {where}{line}: {exc.msg}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        if _where(user, exc):
-            raise UsageError(f"importing {path.name} {_raised(exc)}{_where(user, exc)}") from None
-        raise UsageError(f"{path.name} is not Python source: {exc}") from None
     except BaseException as exc:
         raise UsageError(f"importing {path.name} {_raised(exc)}{_where(user, exc)}") from None
     return module
@@ -188,14 +184,16 @@ def _inputs_named(one: InputSet) -> list[str]:
     return names
 
 
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    return f"{len(names)} input{'' if len(names) == 1 else 's'} ({shown})"
+
+
 def _difference(one: InputSet, first: InputSet) -> str:
     """How an input set's structure differs from input set 1, in words."""
     mine, theirs = _inputs_named(one), _inputs_named(first)
-    extra = [name for name in mine if name not in theirs]
-    missing = [name for name in theirs if name not in mine]
-    if extra or missing:
-        parts = ([f"has {', '.join(extra)}"] if extra else []) + ([f"lacks {', '.join(missing)}"] if missing else [])
-        return f"{' and '.join(parts)}, unlike input set 1 ({', '.join(theirs)})"
+    if mine != theirs:
+        return f"has {_listed(mine)}, input set 1 has {_listed(theirs)}"
     mine, theirs = _containers(one), _containers(first)
     where = next((name for name in theirs if mine.get(name) != theirs[name]), "")
     return (f"holds the same inputs in other containers: a {mine.get(where, 'different container')} at {where} "

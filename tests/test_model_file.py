@@ -64,13 +64,13 @@ BAD = [
     (GOOD_MODEL + "def get_inputs():\n    return []\n", r"returned an empty list"),
     (GOOD_MODEL + "def get_inputs():\n    return ('a',)\n", r"input set 1, input \[0\]\[0\] is str"),
     (GOOD_MODEL + "def get_inputs():\n    return [torch.ones(2, 3), (torch.ones(2, 3), torch.ones(1))]\n",
-     r"input set 2 has 2 inputs, input set 1 has 1"),
+     r"input set 2 has 2 inputs \(args\[0\], args\[1\]\), input set 1 has 1 input \(args\[0\]\)"),
     (GOOD_MODEL + "def get_inputs():\n    return [torch.ones(2, 3), torch.ones(2, 3, 1)]\n",
      r"input set 2: input 0 has 3 dimensions, input set 1 has 2"),
     (GOOD_MODEL + "TOLERANCE = {'atol': -1}\ndef get_inputs():\n    return torch.ones(2, 3)\n",
-     r"TOLERANCE\['atol'\] must be a non-negative number"),
+     r"TOLERANCE\['atol'\] must be a finite non-negative number"),
     (GOOD_MODEL + "TOLERANCE = {'atol': 'x'}\ndef get_inputs():\n    return torch.ones(2, 3)\n",
-     r"must be a non-negative number, got 'x'"),
+     r"must be a finite non-negative number, got 'x'"),
 ]
 
 
@@ -90,8 +90,8 @@ def test_missing_factory_named_after_colon(write_model):
     (["run", "does/not/exist.py"], "error: model file not found: does/not/exist.py"),
     (["run", "models"], "error: model path is a directory"),
     (["run", "models/convnet.py", "--stages", "eager,nope"], "error: unknown stage 'nope'"),
-    (["run", "models/convnet.py", "--timeout", "0"], "error: --timeout must be a positive number"),
-    (["run", "models/convnet.py", "--atol", "-1"], "error: --atol must be non-negative"),
+    (["run", "models/convnet.py", "--timeout", "0"], "error: --timeout: must be a number of seconds above 0"),
+    (["run", "models/convnet.py", "--atol", "-1"], "error: --atol: must be a finite non-negative number, got -1"),
     (["run", "models/convnet.py", "--json", "/nonexistent-dir/r.json"], "error: cannot write --json"),
     (["run", "models/convnet.py", "--onnx-exporter", "magic"], "error: --onnx-exporter"),
 ])

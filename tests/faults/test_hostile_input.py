@@ -47,7 +47,8 @@ def test_a_tolerance_in_the_model_file_must_be_finite_and_non_negative(write_mod
 
 @pytest.mark.parametrize("args", [["--atol", "inf"], ["--rtol", "nan"], ["--atol", "-1"]])
 def test_a_tolerance_on_the_command_line_must_be_finite_and_non_negative(args):
-    assert_one_line_usage_error(run_cli("run", "models/convnet.py", *args, timeout=60), f"error: {args[0]}")
+    assert_one_line_usage_error(run_cli("run", "models/convnet.py", *args, timeout=60),
+                                f"error: {args[0]}: must be a finite non-negative number, got {args[1]}")
 
 
 def test_a_helper_forked_at_import_does_not_turn_a_crash_into_a_timeout(tmp_path):
@@ -154,7 +155,7 @@ def test_impossible_options_are_one_clear_line(args, says):
     ("raise KeyboardInterrupt\n", "error: importing model.py raised KeyboardInterrupt at model.py:1"),
     ("import torch\ndef get_model():\n    return torch.nn.Identity()\ndef get_inputs():\n"
      "    return [(torch.ones(2),), {'x': torch.ones(2)}]\n",
-     "error: get_inputs(): input set 2 has x and lacks args[0], unlike input set 1 (args[0])"),
+     "error: get_inputs(): input set 2 has 1 input (x), input set 1 has 1 input (args[0])"),
     ("import torch\ndef get_model():\n    return torch.nn.Identity()\ndef get_inputs():\n"
      "    return [([torch.ones(2)],), ((torch.ones(2),),)]\n",
      "error: get_inputs(): input set 2 holds the same inputs in other containers: a tuple at args[0] "

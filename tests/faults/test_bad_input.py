@@ -15,7 +15,7 @@ def assert_one_line_usage_error(proc, starts_with):
 
 @pytest.mark.parametrize("args, starts_with", [
     (["--jobs", "0"], "error: --jobs must be at least 1"),
-    (["--memory-limit", "lots"], "error: --memory-limit must be a positive size"),
+    (["--memory-limit", "lots"], "error: --memory-limit: must be a positive size"),
     (["--resume"], "error: --resume needs --json"),
     (["--timeout", "soon"], "error: Invalid value for '--timeout'"),
     (["--no-such-option"], "error: No such option: --no-such-option"),

@@ -21,6 +21,9 @@ from compatcheck.stages import missing_artifact
 from compatcheck.stages.base import Stage, StageContext
 
 MAX_ERROR_TEXT = 20_000
+# What the model's code may raise: sys.exit() and KeyboardInterrupt too (the worker has its own
+# session, so no Ctrl-C reaches it), which would otherwise end the worker and read as a crash.
+MODEL_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -71,7 +74,7 @@ def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
             ctx.reference
         except UsageError:
             raise
-        except Exception as exc:
+        except MODEL_ERRORS as exc:
             return f"eager raised {one_line(exc)}: nothing to compare with"
     for needed in stage.requires:
         if needed not in ctx.artifacts:
@@ -112,7 +115,7 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
                     result.timings = _time(stage, ctx, runner)
         except UsageError:
             raise  # the model file's fault, not the stage's: the run stops with it
-        except Exception as exc:
+        except MODEL_ERRORS as exc:
             error = exc
             result.status = Status.FAIL
             result.reason = one_line(exc)
@@ -166,7 +169,7 @@ def run_input_set(ctx, runner, index, input_set, flat: bool) -> InputSetResult:
     started = time.perf_counter()
     try:
         outputs = runner(input_set)
-    except Exception as exc:
+    except MODEL_ERRORS as exc:
         return InputSetResult(index=index, ok=False, error=one_line(exc, 400),
                               seconds=round(time.perf_counter() - started, 4))
     seconds = round(time.perf_counter() - started, 4)

@@ -171,3 +171,13 @@ def test_a_binary_file_is_a_syntax_error_naming_it(tmp_path):
     path.write_bytes(bytes(range(256)) * 4)
     proc = run_cli("run", str(path), "--no-cache", timeout=120)
     assert_one_line_usage_error(proc, "error: syntax error in model.py")
+
+
+def test_sys_exit_inside_a_stage_fails_that_stage_and_the_run_goes_on(tmp_path, write_model):
+    path = write_model(IDENTITY.format("x * 2") .replace(
+        "        return x * 2", "        if torch.jit.is_tracing():\n            import sys\n            sys.exit(0)\n"
+                                "        return x * 2"))
+    proc, report = run_json(tmp_path, "run", str(path), "--stages", "eager,jit_trace,onnx_export")
+    assert verdicts(report) == {"eager": "pass", "jit_trace": "fail", "onnx_export": "pass"}
+    assert report["stages"][1]["reason"] == "SystemExit: 0"
+    assert report["workers"] == 1

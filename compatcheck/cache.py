@@ -37,9 +37,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from compatcheck import __version__
+from compatcheck import __version__, redact
 from compatcheck.dependencies import unchanged
-from compatcheck.environment import RELEVANT, SECRET
+from compatcheck.environment import RELEVANT
 from compatcheck.options import RunOptions
 from compatcheck.report.model import CacheOrigin, ModelInfo, StageResult, Status
 
@@ -68,7 +68,7 @@ def distributions() -> list[str]:
 
 
 def key_variables() -> dict[str, str]:
-    return {name: "sha256:" + hashlib.sha256(value.encode()).hexdigest() if SECRET.search(name) else value
+    return {name: "sha256:" + hashlib.sha256(value.encode()).hexdigest() if redact.SECRET_NAME.search(name) else value
             for name, value in sorted(os.environ.items())
             if KEY_VARIABLES.match(name)}
 
@@ -82,6 +82,7 @@ def run_key(model: Path, factory: str, options: RunOptions) -> tuple[str, dict]:
         "python": sys.version, "executable": sys.executable, "distributions": distributions(),
         "environment": key_variables(),
     }
+    facts = redact.fingerprinted(facts)  # written beside the cache entries: a password in a URL must not be
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:32], facts
 
 
@@ -155,9 +156,10 @@ class StageCache:
             for name in files:
                 (staging / name).parent.mkdir(parents=True, exist_ok=True)
                 _copy(workdir / name, staging / name)
-            for source, name in ((workdir / "inputs.npz", "inputs.npz"), (log, LOG)):
-                if source.is_file():
-                    shutil.copyfile(source, staging / name)
+            if (workdir / "inputs.npz").is_file():
+                shutil.copyfile(workdir / "inputs.npz", staging / "inputs.npz")
+            if log.is_file():  # the model's own output may quote a secret
+                (staging / LOG).write_text(redact.text(log.read_text(errors="replace")))
             stored = {"result": result.model_dump(mode="json", exclude={"artifacts", "cached", "cached_from"}),
                       "artifacts": artifacts, "files": files, "model": model.model_dump(mode="json"),
                       "environment": environment, "dependencies": dependencies, "run": run,

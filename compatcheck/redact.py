@@ -50,3 +50,22 @@ def tree(value):
         return item
 
     return walk(value)
+
+
+def fingerprinted(value):
+    """A JSON-like structure with every string that holds a secret replaced by its sha256, for what
+    must still tell two secrets apart (a cache key) without writing either down."""
+    import hashlib
+
+    secrets = _secret_values()
+
+    def walk(item):
+        if isinstance(item, str):
+            return item if text(item, secrets) == item else "sha256:" + hashlib.sha256(item.encode()).hexdigest()
+        if isinstance(item, dict):
+            return {k: walk(v) for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [walk(v) for v in item]
+        return item
+
+    return walk(value)

@@ -149,7 +149,7 @@ class Supervisor:
     def _box(self) -> Box:
         with self.lock:
             if self.containment is None:
-                self.containment = Containment(None if self.keep_artifacts else self.workdir)
+                self.containment = Containment(self.workdir)
             return self.containment.box()
 
     def _spawn(self, request: dict, lane: int) -> tuple[subprocess.Popen, _Messages, Box]:

@@ -75,6 +75,7 @@ class Recorder:
         self.read: set[str] = set()
         self.relative = False  # a relative path was read: the working directory is part of the key
         self.hashes: dict[str, str | None] = {}
+        self.modules: dict[str, str | None] = {}  # module file -> its real path when it is user code
 
     def _user_code_on_stack(self) -> bool:
         frame = sys._getframe(2)
@@ -149,13 +150,13 @@ class Recorder:
 
     def manifest(self) -> dict:
         """{"files": {path: sha256 or None}, "cwd": the working directory when a relative path was read}."""
-        sources = set()
         for module in list(sys.modules.values()):
             path = getattr(module, "__file__", None)
-            if isinstance(path, str) and os.path.isabs(path):
-                full = os.path.realpath(path)
-                if not full.startswith(self.library) and f"{os.sep}__pycache__{os.sep}" not in full:
-                    sources.add(full)
+            if isinstance(path, str) and path not in self.modules:
+                full = os.path.realpath(path) if os.path.isabs(path) else None
+                user = full and not full.startswith(self.library) and f"{os.sep}__pycache__{os.sep}" not in full
+                self.modules[path] = full if user else None
+        sources = {full for full in self.modules.values() if full}
         for path in sorted(sources | self.read):
             if path not in self.hashes:
                 self.hashes[path] = content_hash(path)

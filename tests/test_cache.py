@@ -67,6 +67,13 @@ def test_second_run_is_served_from_the_cache_and_a_change_is_not(tmp_path):
     _, bypass = run_json(first_dir, "run", str(model), "--stages", STAGES, "--no-cache")
     assert not any(cached(bypass).values()) and bypass["workers"] == 1
 
+    info = run_cli("cache", "info", timeout=60)
+    assert info.returncode == 0 and " 12 entries, " in info.stdout.splitlines()[0], info.stdout
+    assert "  onnxruntime: 3" in info.stdout  # the model as first written, edited, and with --atol 0.5
+    cleared = run_cli("cache", "clear", timeout=60)
+    assert cleared.returncode == 0 and cleared.stdout.startswith("removed 12 entries")
+    assert " 0 entries, " in run_cli("cache", "info", timeout=60).stdout
+
 
 def test_crashes_are_never_cached(tmp_path):
     from tests.faults.test_stage_faults import HERE

@@ -57,3 +57,11 @@ def test_secrets_in_the_environment_never_reach_the_report(tmp_path, monkeypatch
     text = (tmp_path / "report.json").read_text()
     assert "secret-value" not in text and "TORCH_HUB_API_KEY" not in text
     assert report["environment"]["env:OMP_NUM_THREADS"] == "2"
+
+
+def test_a_report_of_the_previous_schema_version_is_still_read(tmp_path):
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps({"schema_version": 1, "tool_version": "0.1.0", "created": "2026-11-01T00:00:00+00:00",
+                               "stages": [{"name": "eager", "status": "pass", "cached": True}]}))
+    proc = run_cli("checklist", str(old), timeout=60)
+    assert proc.returncode == 0 and "✅ eager" in proc.stdout, proc.stdout + proc.stderr

@@ -181,3 +181,8 @@ def test_sys_exit_inside_a_stage_fails_that_stage_and_the_run_goes_on(tmp_path, 
     assert verdicts(report) == {"eager": "pass", "jit_trace": "fail", "onnx_export": "pass"}
     assert report["stages"][1]["reason"] == "SystemExit: 0"
     assert report["workers"] == 1
+
+
+def test_triton_repo_checks_its_timeout_like_run(tmp_path):
+    proc = run_cli("triton-repo", "models/convnet.py", "-o", str(tmp_path / "repo"), "--timeout", "inf", timeout=60)
+    assert_one_line_usage_error(proc, "error: --timeout: must be a number of seconds above 0")

@@ -86,7 +86,7 @@ class Reproduction:
             leaves = iter(range(len(input_set.leaves())))
             restored.append(input_set.map(lambda t, i=index: torch.from_numpy(
                 saved[f"set{i}_input{next(leaves)}"]).to(dtype=t.dtype, device=t.device)))
-        self.spec.input_sets = restored
+        self.spec.given_inputs = restored
         self.ctx = StageContext(self.spec, RunOptions.model_validate(options), Path(inputs).parent, {}, {})
         self.model = self.spec.model
         self.input_sets = [(s.args, s.kwargs) for s in restored]

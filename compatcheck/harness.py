@@ -78,7 +78,7 @@ def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
             return f"eager raised {one_line(exc)}: nothing to compare with"
     for needed in stage.requires:
         if needed not in ctx.artifacts:
-            return missing_artifact(needed, ctx.previous.get(needed))
+            return missing_artifact(needed, ctx.previous.get(needed), ctx.blockers.get(needed))
     return stage.available(ctx)
 
 

@@ -76,7 +76,7 @@ def settled_skips(done: dict[str, StageResult], options: RunOptions) -> dict[str
         for needed in ladder.BY_NAME[name].requires:
             known = done.get(needed) or skips.get(needed)
             if known is not None and needed not in known.artifacts:
-                reason = ladder.missing_artifact(needed, known.status.value)
+                reason = ladder.missing_artifact(needed, known.status.value, ladder.blocker(known.findings))
                 skips[name] = StageResult(name=name, status=Status.SKIP, reason=reason)
                 break
     return skips

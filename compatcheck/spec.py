@@ -246,6 +246,24 @@ def infer_dynamic_shapes(sets: list[InputSet]):
     return kwargs_spec if sets[0].kwargs else tuple(args_spec)
 
 
+def dynamic_dims(spec: "ModelSpec") -> list[set[int]]:
+    """The dimensions declared dynamic, per input leaf (in InputSet.leaves() order)."""
+    first = spec.input_sets[0]
+    leaves = first.leaves()
+    shapes = spec.dynamic_shapes
+    if shapes is None:
+        return [set() for _ in leaves]
+    tree = {k: shapes.get(k) for k in first.kwargs} if first.kwargs else tuple(
+        shapes.values() if isinstance(shapes, dict) else shapes)
+    # A per-tensor spec is None or a dict keyed by dimension index.
+    specs = pytree.tree_leaves(
+        tree, is_leaf=lambda x: x is None or (isinstance(x, dict) and all(isinstance(k, int) for k in x))
+    )
+    if len(specs) != len(leaves):
+        return [set() for _ in leaves]
+    return [set(spec or {}) for spec in specs]
+
+
 def describe_dynamic_shapes(dynamic_shapes) -> str | None:
     if dynamic_shapes is None:
         return None

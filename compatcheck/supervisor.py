@@ -187,6 +187,7 @@ class Supervisor:
                 "stages": list(remaining), "artifacts": dict(self.outcome.artifacts), "workdir": str(self.workdir),
                 "previous": {name: r.status.value for name, r in self.outcome.results.items()},
                 "save_inputs": first and lane == 0,
+                "blockers": {name: ladder.blocker(r.findings) for name, r in self.outcome.results.items()},
             }
         process, messages, box = self._spawn(request, lane)
         log = self.workdir / f"worker-{lane}.log"

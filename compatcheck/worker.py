@@ -57,7 +57,8 @@ def main(argv: list[str]) -> int:
     )
     _send(stream, type="loaded", model=info.model_dump(), environment=environment.collect())
 
-    ctx = StageContext(spec, options, workdir, dict(request["artifacts"]), dict(request["previous"]))
+    ctx = StageContext(spec, options, workdir, dict(request["artifacts"]), dict(request["previous"]),
+                       request.get("blockers"))
     todo = [stages.load(name) for name in request["stages"]]
     if request["save_inputs"]:
         reproduce.save_inputs(spec.input_sets, workdir / "inputs.npz")
@@ -70,6 +71,7 @@ def main(argv: list[str]) -> int:
             _send(stream, type="usage_error", message=str(exc))
             return 0
         ctx.previous[stage.name] = result.status.value
+        ctx.blockers[stage.name] = stages.blocker(result.findings)
         if result.status.value == "skip":
             (workdir / f"reproduce_{stage.name}.py").unlink(missing_ok=True)
         else:

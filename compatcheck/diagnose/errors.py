@@ -5,6 +5,15 @@ from __future__ import annotations
 from compatcheck.report.model import Finding
 
 
+class Diagnosed(RuntimeError):
+    """A tool's error restated: its first line is the cause and the user's line, not the step it
+    failed in; it carries the findings, which the restating needed anyway."""
+
+    def __init__(self, message: str, findings: list):
+        super().__init__(message)
+        self.findings = findings
+
+
 def locate(ctx, error: BaseException):
     """The user's file:line for an error: from the printed user stack torch puts in the message
     (dynamo, TorchScript, torch.export), else from the Python traceback."""

@@ -10,21 +10,15 @@ from __future__ import annotations
 import re
 
 from compatcheck.diagnose.catalog import with_rewrites
-from compatcheck.diagnose.constructs import construct
-from compatcheck.diagnose.errors import error_finding
+from compatcheck.diagnose.errors import Diagnosed, error_finding
+from compatcheck.diagnose.export import headline, pinned_findings, torch_export_findings
 
 _TRANSLATING = re.compile(r"Error when translating node %(\w+)")
-_GUARD = re.compile(r"Could not guard on data-dependent expression (.+?) \(unhinted")
 _LEGACY_OP = re.compile(r"operator '(\w+)::(\w+)'")
 
 
-class OnnxExportFailed(RuntimeError):
-    """The exporter's error, restated: its first line is the cause and the user's line, not the step it
-    failed in; it carries the findings, which the restating needed anyway."""
-
-    def __init__(self, message: str, findings: list):
-        super().__init__(message)
-        self.findings = findings
+class OnnxExportFailed(Diagnosed):
+    """The exporter's error, restated with its cause at the user's line."""
 
 
 def _exporter_error(error: BaseException):
@@ -45,24 +39,10 @@ def _root_cause(error: BaseException) -> BaseException:
     return error
 
 
-def _first_line(error: BaseException) -> str:
-    """What the error says, in a line; for a data-dependent guard, what that means for the user."""
-    from compatcheck.harness import one_line
-
-    guard = _GUARD.search(str(error))
-    if guard:
-        return f"the code branches on a value computed from the input (data-dependent guard {guard.group(1)})"
-    return one_line(error, 300)
-
-
 def _op_name(target) -> str:
     """'aten.median.dim', or 'aten.erfinv' for a default overload."""
     name = str(target)
     return name.removesuffix(".default")
-
-
-def _where(user, error: BaseException):
-    return user.from_stack_text(str(error)) or user.from_exception(error)
 
 
 def _exporter_error_text(error: BaseException) -> str:
@@ -72,15 +52,6 @@ def _exporter_error_text(error: BaseException) -> str:
         texts.append(str(error))
         error = error.__cause__
     return "\n".join(texts)
-
-
-def _torch_export_findings(stage: str, ctx, cause: BaseException) -> list:
-    user = ctx.spec.user
-    kind = "data-dependent-guard" if _GUARD.search(str(cause)) else "export-error"
-    finding = user.finding(stage, kind, _first_line(cause), location=_where(user, cause))
-    if kind == "data-dependent-guard":
-        finding.op = construct(finding.code)
-    return [finding]
 
 
 def _capture(ctx):
@@ -149,7 +120,7 @@ def _conversion_findings(stage: str, ctx, exporter: BaseException) -> list:
 
 def _exporter_findings(stage: str, ctx, exporter: BaseException) -> list:
     if type(exporter).__name__ == "TorchExportError":
-        return _torch_export_findings(stage, ctx, _root_cause(exporter))
+        return torch_export_findings(stage, ctx, _root_cause(exporter))
     try:
         findings = _conversion_findings(stage, ctx, exporter)
     except Exception:  # capturing again failed where the exporter's capture did not: say what the exporter said
@@ -166,12 +137,10 @@ def restate(stage: str, ctx, error: BaseException) -> OnnxExportFailed | None:
         findings = _exporter_findings(stage, ctx, exporter)
     except Exception:  # a diagnosis that fails must not hide the exporter's own error
         return None
-    first = findings[0]
-    at = f" at {first.file}:{first.line}" if first.file and first.line else ""
     step = "torch.export" if type(exporter).__name__ == "TorchExportError" else "ONNX translation"
-    others = list(dict.fromkeys(f.op for f in findings[1:] if f.op and f.op != first.op))
+    others = list(dict.fromkeys(f.op for f in findings[1:] if f.op and f.op != findings[0].op))
     more = f"; also {', '.join(others)}" if others else ""
-    return OnnxExportFailed(f"{step} failed{at}: {first.message}{more}", findings)
+    return OnnxExportFailed(headline(step, findings, more), findings)
 
 
 def _invalid_node(stage: str, ctx, error: BaseException):
@@ -189,9 +158,10 @@ def _invalid_node(stage: str, ctx, error: BaseException):
 
 
 @with_rewrites
-def export_findings(stage: str, ctx, error: BaseException | None) -> list:
+def export_findings(stage: str, ctx, error: BaseException | None, program=None) -> list:
+    """`program`: the exported program the ONNX graph came from, for a run that failed on an input set."""
     if error is None:
-        return []
+        return pinned_findings(stage, ctx, program)
     if isinstance(error, OnnxExportFailed):
         return error.findings
     invalid = _invalid_node(stage, ctx, error)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from compatcheck.stages import NAMES
+
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # version 1 lacks only fields that have defaults here
 
@@ -80,7 +82,7 @@ class CacheOrigin(BaseModel):
 
 
 class StageResult(BaseModel):
-    name: str
+    name: str = Field(description="the stage, in ladder order", json_schema_extra={"enum": list(NAMES)})
     status: Status
     seconds: float = 0.0
     max_abs_error: float | None = None

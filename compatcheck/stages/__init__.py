@@ -23,6 +23,10 @@ LADDER = (
     Entry("compile", "compatcheck.stages.compile:Compile", (), "torch.compile(fullgraph=False)", "compile", 3),
     Entry("compile_fullgraph", "compatcheck.stages.compile:CompileFullgraph", (), "torch.compile(fullgraph=True)",
           "compile", 1),
+    # export shares the onnx lane: onnx_export translates its program instead of exporting again.
+    Entry("export", "compatcheck.stages.export:Export", (), "torch.export, saved and reloaded", "onnx", 1),
+    Entry("aot_inductor", "compatcheck.stages.aot_inductor:AotInductor", ("export",),
+          "the exported program compiled by AOTInductor into a .pt2 package", "onnx", 4),
     Entry("jit_script", "compatcheck.stages.jit_script:JitScript", (), "torch.jit.script, saved and reloaded",
           "torchscript", 1),
     Entry("jit_trace", "compatcheck.stages.jit_trace:JitTrace", (), "torch.jit.trace on input set 1, saved and reloaded",
@@ -57,9 +61,20 @@ def select(only: list[str] | None, skip: list[str] | None) -> list[str]:
     return [name for name in NAMES if name in wanted]
 
 
-def missing_artifact(needed: str, status: str | None) -> str:
-    """The skip reason of a stage whose required stage left no artifact."""
-    return f"needs the artifact of {needed}, which did not produce one ({status or 'not run'})"
+def missing_artifact(needed: str, status: str | None, blocker: str | None = None) -> str:
+    """The skip reason of a stage whose required stage left no artifact, naming what blocked it."""
+    because = f"{status or 'not run'}: {blocker}" if blocker else status or "not run"
+    return f"needs the artifact of {needed}, which did not produce one ({because})"
+
+
+def blocker(findings: list) -> str | None:
+    """A stage's first finding in a few words, for the skip reasons of the stages that needed it:
+    'dynamic-shape at model.py:12'."""
+    if not findings:
+        return None
+    first = findings[0]
+    at = f" at {first.file}:{first.line}" if first.file and first.line else ""
+    return f"{first.kind}{at}"
 
 
 def lanes(names: list[str], jobs: int) -> list[list[str]]:

@@ -59,12 +59,13 @@ class StageContext:
     """What stages share in one worker: the model, inputs, options, artifacts and the eager reference."""
 
     def __init__(self, spec: ModelSpec, options: RunOptions, workdir: Path, artifacts: dict[str, str],
-                 previous: dict[str, str]):
+                 previous: dict[str, str], blockers: dict[str, str] | None = None):
         self.spec = spec
         self.options = options
         self.workdir = workdir
         self.artifacts = artifacts
         self.previous = previous  # stage name -> status, for skip reasons
+        self.blockers = dict(blockers or {})  # stage name -> its first finding in words, for skip reasons
         self.warnings: list[tuple[warnings.WarningMessage, list]] = []
         self.input_results: list = []  # the current stage's InputSetResults, for its diagnosis
         self._reference: list | None = None

@@ -5,28 +5,10 @@ input set: it is what the ONNX graph was translated from."""
 from __future__ import annotations
 
 import torch
-from torch.utils import _pytree as pytree
 
 from compatcheck.report.model import Finding
+from compatcheck.spec import dynamic_dims
 from compatcheck.stages.base import Stage, StageContext
-
-
-def _per_leaf_dynamic_dims(ctx: StageContext) -> list[dict[int, str]]:
-    """The dynamic dims of each input leaf, named, for the legacy exporter's dynamic_axes."""
-    first = ctx.spec.input_sets[0]
-    leaves = first.leaves()
-    shapes = ctx.spec.dynamic_shapes
-    if shapes is None:
-        return [{} for _ in leaves]
-    tree = {k: shapes.get(k) for k in first.kwargs} if first.kwargs else tuple(
-        shapes.values() if isinstance(shapes, dict) else shapes)
-    # A per-tensor spec is None or a dict keyed by dimension index.
-    specs = pytree.tree_leaves(
-        tree, is_leaf=lambda x: x is None or (isinstance(x, dict) and all(isinstance(k, int) for k in x))
-    )
-    if len(specs) != len(leaves):
-        return [{} for _ in leaves]
-    return [{d: f"input{i}_dim{d}" for d in (spec or {})} for i, spec in enumerate(specs)]
 
 
 class OnnxExport(Stage):
@@ -34,6 +16,15 @@ class OnnxExport(Stage):
 
     def __init__(self):
         self.program = None
+        self.reused = False
+
+    def _exported(self, ctx: StageContext):
+        """The export stage's program when it passed in this run: the same torch.export capture the
+        exporter would make, already checked on every input set, so it is not traced a second time."""
+        path = ctx.artifacts.get("export")
+        if ctx.previous.get("export") != "pass" or path is None:
+            return None
+        return torch.export.load(path)
 
     def build(self, ctx: StageContext):
         import onnx
@@ -42,10 +33,12 @@ class OnnxExport(Stage):
         path = ctx.artifact("model.onnx")
         opset = ctx.options.onnx_opset
         if ctx.options.onnx_exporter == "dynamo":
+            exported = self._exported(ctx)
+            self.reused = exported is not None
             try:
                 self.program = torch.onnx.export(
-                    ctx.spec.model, first.args, kwargs=first.kwargs or None, dynamic_shapes=ctx.spec.dynamic_shapes,
-                    dynamo=True, opset_version=opset, verbose=False,
+                    exported if self.reused else ctx.spec.model, first.args, kwargs=first.kwargs or None,
+                    dynamic_shapes=ctx.spec.dynamic_shapes, dynamo=True, opset_version=opset, verbose=False,
                 )
             except Exception as exc:  # the exporter's first line names the step that failed, not the cause
                 from compatcheck.diagnose.onnx_export import restate
@@ -57,7 +50,8 @@ class OnnxExport(Stage):
             self.program.save(str(path))
         else:
             names = [f"input{i}" for i in range(len(first.leaves()))]
-            axes = {name: dims for name, dims in zip(names, _per_leaf_dynamic_dims(ctx)) if dims}
+            axes = {name: {d: f"{name}_dim{d}" for d in dims}
+                    for name, dims in zip(names, dynamic_dims(ctx.spec)) if dims}
             with torch.no_grad():
                 torch.onnx.export(
                     ctx.spec.model, first.args, str(path), kwargs=first.kwargs or None, dynamo=False,
@@ -79,17 +73,19 @@ class OnnxExport(Stage):
         return {}  # the exported program is a checking aid, not something to deploy
 
     def backend(self, ctx: StageContext) -> str:
-        return f"{ctx.options.onnx_exporter} exporter"
+        reused = ", from the export stage's program" if self.reused else ""
+        return f"{ctx.options.onnx_exporter} exporter{reused}"
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.onnx_export import export_findings
 
-        return export_findings(self.name, ctx, error)
+        return export_findings(self.name, ctx, error, self.program and self.program.exported_program)
 
     def reproduce(self, ctx: StageContext) -> str:
         if ctx.options.onnx_exporter == "legacy":
             names = [f"input{i}" for i in range(len(ctx.spec.input_sets[0].leaves()))]
-            axes = {name: dims for name, dims in zip(names, _per_leaf_dynamic_dims(ctx)) if dims}
+            axes = {name: {d: f"{name}_dim{d}" for d in dims}
+                    for name, dims in zip(names, dynamic_dims(ctx.spec)) if dims}
             return (
                 "args, kwargs = input_sets[0]\n"
                 "with torch.no_grad():\n"

@@ -1,0 +1,72 @@
+"""Findings for a torch.export failure, for every stage that exports (export, onnx_export): a
+dynamic dimension the code pins (`dynamic-shape`), a branch or a size that depends on input values
+(`data-dependent-guard`), else the error at the user's line."""
+
+from __future__ import annotations
+
+import re
+
+from compatcheck.diagnose import shapes
+from compatcheck.diagnose.catalog import with_rewrites
+from compatcheck.diagnose.constructs import construct
+from compatcheck.diagnose.errors import Diagnosed, error_finding, locate
+
+_GUARD = re.compile(r"Could not guard on data-dependent expression (.+?) \(unhinted")
+_SPECIALIZE = re.compile(r"Could not extract specialized integer from data-dependent expression (.+?) \(unhinted")
+
+
+class ExportFailed(Diagnosed):
+    """torch.export's error, restated with its cause at the user's line."""
+
+
+def data_dependent(error: BaseException) -> str | None:
+    """What a data-dependent error means for the user, or None for other errors."""
+    guard = _GUARD.search(str(error))
+    if guard:
+        return f"the code branches on a value computed from the input (data-dependent guard {guard.group(1)})"
+    size = _SPECIALIZE.search(str(error))
+    if size:
+        return ("the code turns a value computed from the input into a Python int "
+                f"(data-dependent expression {size.group(1)})")
+    return None
+
+
+def torch_export_findings(stage: str, ctx, cause: BaseException) -> list:
+    """Findings for the innermost error torch.export raised."""
+    pinned = shapes.error_findings(stage, ctx, cause)
+    if pinned:
+        return pinned
+    meaning = data_dependent(cause)
+    if meaning is None:
+        return [error_finding(stage, ctx, cause, "export-error")]
+    finding = ctx.spec.user.finding(stage, "data-dependent-guard", meaning, location=locate(ctx, cause))
+    finding.op = construct(finding.code)
+    return [finding]
+
+
+def headline(step: str, findings: list, also: str = "") -> str:
+    """'<step> failed at m.py:12: <the first finding>', for the stage's reason."""
+    first = findings[0]
+    at = f" at {first.file}:{first.line}" if first.file and first.line else ""
+    return f"{step} failed{at}: {first.message}{also}"
+
+
+def pinned_findings(stage: str, ctx, program) -> list:
+    """When the stage's program failed on an input set: the dynamic dimensions it holds as constants."""
+    from compatcheck.diagnose.replay import first_mismatch
+
+    if program is None or first_mismatch(ctx) is None:
+        return []
+    pinned = shapes.pinned_in_program(ctx, program)
+    return shapes.findings(stage, ctx, pinned) if pinned else []
+
+
+@with_rewrites
+def stage_findings(stage: str, ctx, error: BaseException | None, program=None) -> list:
+    """A stage's findings: those its restated error carries, else the error at the user's line; for a
+    program that built but failed on an input set, the dimensions it pinned."""
+    if error is None:
+        return pinned_findings(stage, ctx, program)
+    if isinstance(error, Diagnosed):
+        return error.findings
+    return [error_finding(stage, ctx, error, "export-error" if stage == "export" else "compile-error")]

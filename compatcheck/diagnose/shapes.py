@@ -1,0 +1,171 @@
+"""Dynamic-shape findings: a dimension that varies across the input sets (or is declared dynamic)
+that the model's code pins to the example's size, at the user's line.
+
+torch.export names only the dimension ("... specialized it to be a constant (2)", "tracing inferred
+a static shape of 2 for dimension inputs['x'].shape[0]"). The line comes from
+torch.export.draft_export's report: it traces again with the dimension left to AUTO and records
+every guard with the Python stack that added it. The guard that pins the dimension is the cause;
+its stack, walked out of torch and of any library helper, ends at the user's line.
+
+`specializations(ctx, error)` is the entry point for any stage that exports.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import traceback
+from dataclasses import dataclass, field
+
+from compatcheck.diagnose.constructs import construct
+
+_MARKED = re.compile(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)")
+_INFERRED = re.compile(r"inferred a static shape of (-?\d+) for dimension (\S+?)\.?(?:\s|$)")
+_SOURCE = re.compile(r"^(?:L|inputs)\['([^']+)'\]((?:\[[^\]]+\])*)\.(?:size\(\)|shape)\[(\d+)\]$")
+_PINNING_GUARD = re.compile(r"^Eq\((\w+), (-?\d+)\)$")
+
+
+@dataclass
+class Specialization:
+    """One dimension pinned to a constant: which, to what, by which guard, from where."""
+
+    dim: str  # as the user writes it: 'x.shape[0]'
+    value: int | None
+    guard: str | None = None  # the guard that pinned it, e.g. 'Eq(s77, 2)'
+    stack: list[traceback.FrameSummary] = field(default_factory=list)  # outermost first, torch left out
+
+
+def dim_name(source: str) -> str:
+    """torch's name of a dimension ("L['x'].size()[0]", "inputs['x'].shape[0]") as 'x.shape[0]'."""
+    found = _SOURCE.match(source.strip())
+    if not found:
+        return source
+    name, path, dim = found.groups()
+    return f"{name}{path}.shape[{dim}]"
+
+
+def _chain_text(error: BaseException | None) -> str:
+    texts, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        texts.append(str(error))
+        error = error.__cause__ or error.__context__
+    return "\n".join(texts)
+
+
+def pinned_dims(error: BaseException | None) -> dict[str, int]:
+    """The dynamic dimensions an export error says were pinned, with the constant: {'x.shape[0]': 2}."""
+    text = _chain_text(error)
+    pinned = {dim_name(source): int(value) for source, value in _MARKED.findall(text)}
+    pinned.update({dim_name(source): int(value) for value, source in _INFERRED.findall(text)})
+    return pinned
+
+
+def pinned_in_program(ctx, program) -> dict[str, int]:
+    """Dimensions an exported program holds as constants although the input sets vary them or the
+    model declares them dynamic (an exporter that refined the dynamic shapes it was given)."""
+    import torch
+
+    from compatcheck.spec import dynamic_dims
+
+    user_inputs = set(program.graph_signature.user_inputs)
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in user_inputs]
+    leaves = [s.leaves() for s in ctx.spec.input_sets]
+    declared = dynamic_dims(ctx.spec)
+    if len(placeholders) != len(leaves[0]):
+        return {}
+    pinned = {}
+    for index, node in enumerate(placeholders):
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            continue
+        for dim, size in enumerate(value.shape):
+            varies = any(one[index].shape[dim] != leaves[0][index].shape[dim] for one in leaves)
+            if isinstance(size, int) and (varies or dim in declared[index]):
+                pinned[f"{node.name}.shape[{dim}]"] = size
+    return pinned
+
+
+def _frames(report, entries: list[dict]) -> list[traceback.FrameSummary]:
+    from torch._logging import structured
+
+    names = {**{v: k for k, v in structured.INTERN_TABLE.items()}, **report.str_to_filename}
+    return [traceback.FrameSummary(names.get(e["filename"], "?"), e["line"], e["name"], line=e.get("loc"))
+            for e in entries]
+
+
+@functools.lru_cache(maxsize=1)
+def _guards(ctx) -> list[tuple[str, dict[str, str], list[traceback.FrameSummary]]]:
+    """(guard, {symbol: dimension}, stack) for every guard draft_export saw, once per worker."""
+    import torch
+
+    first = ctx.spec.input_sets[0]
+    program = torch.export.draft_export(ctx.spec.model, first.args, first.kwargs or None,
+                                        dynamic_shapes=ctx.spec.dynamic_shapes)
+    report = program._report
+    guards = []
+    for failure in report.failures:
+        if failure.failure_type.name != "GUARD_ADDED":
+            continue
+        data = failure.data
+        symbols = {sym: dim_name(source) for sym, source in data.get("symbol_to_sources", {}).items()}
+        guards.append((data["expr"], symbols, _frames(report, data.get("stack") or data.get("user_stack") or [])))
+    return guards
+
+
+def specializations(ctx, dims: dict[str, int]) -> list[Specialization]:
+    """For each pinned dimension, the guard that pinned it and the stack that added the guard.
+
+    A guard `Eq(s, value)` on the dimension's symbol is the pin itself; failing that, the first
+    guard on the symbol (a comparison that bounds it). Without draft_export (older torch) or when
+    it fails too, the dimensions come back without a stack.
+    """
+    try:
+        guards = _guards(ctx)
+    except Exception:
+        guards = []
+    found = []
+    for dim, value in dims.items():
+        on_dim = [(expr, stack) for expr, symbols, stack in guards if dim in symbols.values()]
+        pins = [(expr, stack) for expr, stack in on_dim if _PINNING_GUARD.match(expr)]
+        expr, stack = (pins or on_dim or [(None, [])])[0]
+        found.append(Specialization(dim, value, expr, stack))
+    return found
+
+
+def _called_from(user, stack, at) -> str:
+    """', called from forward at m.py:18' when the pinning line is in a helper the model calls."""
+    callers = [f for f in stack if user.owns(f.filename) and f is not at]
+    if not callers:
+        return ""
+    outer = callers[0]
+    return f" (in {at.name}(), called from {outer.name}() at {user.display(outer.filename)}:{outer.lineno})"
+
+
+def findings(stage: str, ctx, dims: dict[str, int]) -> list:
+    """A `dynamic-shape` finding per pinned dimension, at the line that pinned it."""
+    user = ctx.spec.user
+    why = "it varies across the input sets" if ctx.spec.dynamic_shapes_inferred else "get_dynamic_shapes() says so"
+    result = []
+    for one in specializations(ctx, dims):
+        at = user.innermost(one.stack)
+        pinned = f"pinned it to {one.value}" if one.value is not None else "pinned it"
+        how = "" if at is None else _called_from(user, one.stack, at)
+        message = f"{one.dim} is dynamic ({why}) but this code {pinned}{how}: the exported program accepts only that size"
+        finding = user.finding(stage, "dynamic-shape", message, location=at)
+        finding.op = _construct(finding.code)
+        result.append(finding)
+    return result
+
+
+def _construct(code: str | None) -> str | None:
+    """The construct that pins a size: a loop over it, int() of it, a comparison with a constant."""
+    if code and re.match(r"^\s*for\b", code):
+        return "for"
+    return construct(code)
+
+
+def error_findings(stage: str, ctx, error: BaseException | None) -> list:
+    """Dynamic-shape findings for an export error that pinned a dynamic dimension; [] for other errors."""
+    dims = pinned_dims(error)
+    return findings(stage, ctx, dims) if dims else []

@@ -1,0 +1,61 @@
+"""aot_inductor: the export stage's program compiled ahead of time with AOTInductor into a .pt2
+package (C++ that loads without Python), loaded back with aoti_load_package and run on every
+input set."""
+
+from __future__ import annotations
+
+import torch
+
+from compatcheck.report.model import Finding
+from compatcheck.stages.base import Stage, StageContext
+
+ARTIFACT = "model.aoti.pt2"
+
+
+class AotInductor(Stage):
+    name = "aot_inductor"
+    requires = ("export",)
+
+    def available(self, ctx: StageContext) -> str | None:
+        import torch._inductor
+
+        if not hasattr(torch._inductor, "aoti_compile_and_package"):
+            return f"needs torch ≥ 2.6 (torch._inductor.aoti_compile_and_package); this is {torch.__version__}"
+        try:
+            from torch._inductor.cpp_builder import get_cpp_compiler
+
+            get_cpp_compiler()
+        except Exception as exc:
+            return f"no C++ compiler found: AOTInductor compiles the model to C++ (install g++ or set CXX) ({exc})"
+        return None
+
+    def build(self, ctx: StageContext):
+        import torch._inductor
+
+        program = torch.export.load(ctx.artifacts["export"])
+        path = ctx.artifact(ARTIFACT)
+        torch._inductor.aoti_compile_and_package(program, package_path=str(path))
+        ctx.artifacts[self.name] = str(path)
+        compiled = torch._inductor.aoti_load_package(str(path))
+
+        def run(input_set):
+            with torch.no_grad():
+                return compiled(*input_set.args, **input_set.kwargs)
+
+        return run
+
+    def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
+        from compatcheck.diagnose.export import stage_findings
+
+        return stage_findings(self.name, ctx, error)
+
+    def reproduce(self, ctx: StageContext) -> str:
+        return (
+            "import torch._inductor\n"
+            "# model.export.pt2 is what reproduce_export.py writes\n"
+            "program = torch.export.load(os.path.join(HERE, 'model.export.pt2'))\n"
+            f"package = torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(HERE, {ARTIFACT!r}))\n"
+            "compiled = torch._inductor.aoti_load_package(package)\n"
+            "def run(args, kwargs):\n    with torch.no_grad():\n        return compiled(*args, **kwargs)\n"
+            "return run\n"
+        )

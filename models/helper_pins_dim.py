@@ -1,5 +1,5 @@
-"""A helper that reads a size with int(x.size(1)) to build a tensor: export pins the sequence
-length to the example's, although the input sets vary it."""
+"""A helper that reads the sequence length with int(x.size(1)) to build a causal mask in Python:
+torch.export pins the length to the example's, although the input sets vary it."""
 
 import torch
 from torch import nn
@@ -12,7 +12,7 @@ EXPECTED = {
     "export": "fail",
     "aot_inductor": "skip",
     "jit_script": "pass",
-    "jit_trace": "pass",
+    "jit_trace": "fail",
     "onnx_export": "fail",
     "onnxruntime": "skip",
 }
@@ -20,27 +20,25 @@ EXPECTED = {
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
     {"stage": "export", "kind": "dynamic-shape", "op": "int()", "line": 29},
+    {"stage": "jit_trace", "kind": "dynamic-shape", "op": "int()", "line": 29},
     {"stage": "onnx_export", "kind": "dynamic-shape", "op": "int()", "line": 29},
 ]
 
 
-def positions(x):
-    """Positions 0..n-1 along the sequence, as floats scaled to [0, 1)."""
+def causal_mask(x):
+    """1.0 where position i may look at position j (j <= i), else 0.0."""
     n = int(x.size(1))
-    return torch.arange(n, dtype=x.dtype) / n
+    return torch.tensor([[float(j <= i) for j in range(n)] for i in range(n)])
 
 
-class AddPosition(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.scale = nn.Parameter(torch.tensor(0.5))
-
-    def forward(self, x):  # x: (batch, length, features)
-        return x + self.scale * positions(x)[None, :, None]
+class CausalMean(nn.Module):
+    def forward(self, x):  # x: (batch, length, features): the mean of each prefix
+        mask = causal_mask(x)
+        return mask @ x / mask.sum(1, keepdim=True)
 
 
 def get_model():
-    return AddPosition().eval()
+    return CausalMean().eval()
 
 
 def get_inputs():

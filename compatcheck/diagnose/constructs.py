@@ -9,6 +9,7 @@ import re
 _PATTERNS = (
     (re.compile(r"^\s*(el)?if\b"), "if"),
     (re.compile(r"^\s*while\b"), "while"),
+    (re.compile(r"^\s*for\b"), "for"),
     (re.compile(r"^\s*assert\b"), "assert"),
     (re.compile(r"\.item\(\)"), "Tensor.item"),
     (re.compile(r"\.tolist\(\)"), "Tensor.tolist"),

@@ -113,6 +113,21 @@ def _guards(ctx) -> list[tuple[str, dict[str, str], list[traceback.FrameSummary]
     return guards
 
 
+def pinned_by_code(ctx) -> dict[str, int]:
+    """Every dynamic dimension the model's code pins, found by tracing it (for stages whose own
+    error does not say, like jit.trace, which keeps the example's sizes without a word)."""
+    try:
+        guards = _guards(ctx)
+    except Exception:
+        return {}
+    pinned = {}
+    for expr, symbols, _ in guards:
+        pin = _PINNING_GUARD.match(expr)
+        if pin and pin.group(1) in symbols:
+            pinned.setdefault(symbols[pin.group(1)], int(pin.group(2)))
+    return pinned
+
+
 def specializations(ctx, dims: dict[str, int]) -> list[Specialization]:
     """For each pinned dimension, the guard that pinned it and the stack that added the guard.
 
@@ -151,18 +166,12 @@ def findings(stage: str, ctx, dims: dict[str, int]) -> list:
         at = user.innermost(one.stack)
         pinned = f"pinned it to {one.value}" if one.value is not None else "pinned it"
         how = "" if at is None else _called_from(user, one.stack, at)
-        message = f"{one.dim} is dynamic ({why}) but this code {pinned}{how}: the exported program accepts only that size"
+        holds = "the trace keeps" if stage == "jit_trace" else "the exported program accepts"
+        message = f"{one.dim} is dynamic ({why}) but this code {pinned}{how}: {holds} only that size"
         finding = user.finding(stage, "dynamic-shape", message, location=at)
-        finding.op = _construct(finding.code)
+        finding.op = construct(finding.code)
         result.append(finding)
     return result
-
-
-def _construct(code: str | None) -> str | None:
-    """The construct that pins a size: a loop over it, int() of it, a comparison with a constant."""
-    if code and re.match(r"^\s*for\b", code):
-        return "for"
-    return construct(code)
 
 
 def error_findings(stage: str, ctx, error: BaseException | None) -> list:

@@ -143,6 +143,16 @@ def _container_output(stage: str, ctx, error: BaseException, container: str):
     return ctx.spec.user.finding(stage, "container-output", _first_line(error), location=location, op=container)
 
 
+def _pinned_sizes(stage: str, ctx, findings: list) -> list:
+    """A trace keeps every size it saw, often without a warning: the dynamic dimensions the code pins
+    come first, replacing any tracer warning on the same line."""
+    from compatcheck.diagnose import shapes
+
+    pinned = shapes.findings(stage, ctx, shapes.pinned_by_code(ctx))
+    lines = {(f.file, f.line) for f in pinned}
+    return pinned + [f for f in findings if (f.file, f.line) not in lines]
+
+
 @with_rewrites
 def trace_findings(stage: str, ctx, error: BaseException | None) -> list:
     import torch
@@ -164,6 +174,8 @@ def trace_findings(stage: str, ctx, error: BaseException | None) -> list:
             for finding in findings:
                 if finding.kind.startswith("frozen-"):
                     finding.message += f" Input set {index + 1} proves it: there the trace differs from eager."
+    if error is None and first_mismatch(ctx) is not None:
+        findings = _pinned_sizes(stage, ctx, findings)
     if error is not None:
         container = re.search(r"Encountering a (dict|list) at the output of the tracer", str(error))
         if container:

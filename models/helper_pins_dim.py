@@ -19,9 +19,9 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "export", "kind": "dynamic-shape", "op": "int()", "line": 29},
-    {"stage": "jit_trace", "kind": "dynamic-shape", "op": "int()", "line": 29},
-    {"stage": "onnx_export", "kind": "dynamic-shape", "op": "int()", "line": 29},
+    {"stage": "export", "kind": "dynamic-shape", "op": "int()", "line": 30},
+    {"stage": "jit_trace", "kind": "dynamic-shape", "op": "int()", "line": 30},
+    {"stage": "onnx_export", "kind": "dynamic-shape", "op": "int()", "line": 30},
 ]
 
 

@@ -19,9 +19,9 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "export", "kind": "data-dependent-guard", "op": "for", "line": 33},
-    {"stage": "jit_trace", "kind": "frozen-constant", "op": "for", "line": 33},
-    {"stage": "onnx_export", "kind": "data-dependent-guard", "op": "for", "line": 33},
+    {"stage": "export", "kind": "data-dependent-guard", "op": "for", "line": 34},
+    {"stage": "jit_trace", "kind": "frozen-constant", "op": "for", "line": 34},
+    {"stage": "onnx_export", "kind": "data-dependent-guard", "op": "for", "line": 34},
 ]
 
 

@@ -19,9 +19,9 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "export", "kind": "dynamic-shape", "op": "for", "line": 34},
-    {"stage": "jit_trace", "kind": "dynamic-shape", "op": "for", "line": 34},
-    {"stage": "onnx_export", "kind": "dynamic-shape", "op": "for", "line": 34},
+    {"stage": "export", "kind": "dynamic-shape", "op": "for", "line": 35},
+    {"stage": "jit_trace", "kind": "dynamic-shape", "op": "for", "line": 35},
+    {"stage": "onnx_export", "kind": "dynamic-shape", "op": "for", "line": 35},
 ]
 
 

@@ -1,5 +1,4 @@
-"""A helper that reads the sequence length with int(x.size(1)) to build a causal mask in Python:
-torch.export pins the length to the example's, although the input sets vary it."""
+"""A helper builds a causal mask in Python from int(x.size(1)): export pins the length the input sets vary."""
 
 import torch
 from torch import nn
@@ -19,9 +18,9 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "export", "kind": "dynamic-shape", "op": "int()", "line": 30},
-    {"stage": "jit_trace", "kind": "dynamic-shape", "op": "int()", "line": 30},
-    {"stage": "onnx_export", "kind": "dynamic-shape", "op": "int()", "line": 30},
+    {"stage": "export", "kind": "dynamic-shape", "op": "int()", "line": 29},
+    {"stage": "jit_trace", "kind": "dynamic-shape", "op": "int()", "line": 29},
+    {"stage": "onnx_export", "kind": "dynamic-shape", "op": "int()", "line": 29},
 ]
 
 

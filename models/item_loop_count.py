@@ -1,5 +1,4 @@
-"""Iterative refinement whose number of steps is a tensor input: `range(int(steps.item()))` needs a
-number that torch.export cannot know while tracing."""
+"""A loop count read with `.item()`: `range(int(steps.item()))` needs a number export cannot know."""
 
 import torch
 from torch import nn
@@ -19,9 +18,9 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "export", "kind": "data-dependent-guard", "op": "for", "line": 34},
-    {"stage": "jit_trace", "kind": "frozen-constant", "op": "for", "line": 34},
-    {"stage": "onnx_export", "kind": "data-dependent-guard", "op": "for", "line": 34},
+    {"stage": "export", "kind": "data-dependent-guard", "op": "for", "line": 33},
+    {"stage": "jit_trace", "kind": "frozen-constant", "op": "for", "line": 33},
+    {"stage": "onnx_export", "kind": "data-dependent-guard", "op": "for", "line": 33},
 ]
 
 

@@ -8,6 +8,8 @@ EXPECTED = {
     "eager": "pass",
     "compile": "pass",
     "compile_fullgraph": "pass",
+    "export": "pass",
+    "aot_inductor": "pass",
     "jit_script": "pass",
     "jit_trace": "pass",
     "onnx_export": "pass",

@@ -7,7 +7,9 @@ torch.export.draft_export's report: it traces again with the dimension left to A
 every guard with the Python stack that added it. The guard that pins the dimension is the cause;
 its stack, walked out of torch and of any library helper, ends at the user's line.
 
-`specializations(ctx, error)` is the entry point for any stage that exports.
+Entry points: `error_findings(stage, ctx, error)` for an export error; `findings(stage, ctx, dims)`
+for dimensions known to be pinned otherwise (`pinned_in_program`, `pinned_by_code`); and
+`specializations(ctx, dims)` for the guard and the stack behind each, to build findings of one's own.
 """
 
 from __future__ import annotations
@@ -149,7 +151,8 @@ def specializations(ctx, dims: dict[str, int]) -> list[Specialization]:
 
 
 def _called_from(user, stack, at) -> str:
-    """', called from forward at m.py:18' when the pinning line is in a helper the model calls."""
+    """' (in helper(), called from forward() at m.py:18)' when the pinning line is in a function the
+    model calls: the outermost of the user's frames says where the model reaches it."""
     callers = [f for f in stack if user.owns(f.filename) and f is not at]
     if not callers:
         return ""

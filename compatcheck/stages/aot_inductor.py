@@ -4,12 +4,28 @@ input set."""
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import torch
 
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
 
 ARTIFACT = "model.aoti.pt2"
+
+
+def _cpp_compiler() -> str | None:
+    """The compiler inductor would run (CXX, else its defaults), or None when none works."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+    except ImportError:  # a torch that keeps it elsewhere: look for what inductor looks for
+        candidates = (os.environ.get("CXX"),) if os.environ.get("CXX") else ("g++", "c++", "clang++")
+        return next((found for found in map(shutil.which, candidates) if found), None)
+    try:
+        return get_cpp_compiler()
+    except Exception:  # inductor's InvalidCxxCompiler: nothing it tried runs
+        return None
 
 
 class AotInductor(Stage):
@@ -21,12 +37,8 @@ class AotInductor(Stage):
 
         if not hasattr(torch._inductor, "aoti_compile_and_package"):
             return f"needs torch ≥ 2.6 (torch._inductor.aoti_compile_and_package); this is {torch.__version__}"
-        try:
-            from torch._inductor.cpp_builder import get_cpp_compiler
-
-            get_cpp_compiler()
-        except Exception as exc:
-            return f"no C++ compiler found: AOTInductor compiles the model to C++ (install g++ or set CXX) ({exc})"
+        if _cpp_compiler() is None:
+            return "no C++ compiler found: AOTInductor compiles the model to C++ (install g++ or set CXX)"
         return None
 
     def build(self, ctx: StageContext):

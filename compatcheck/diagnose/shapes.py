@@ -118,6 +118,8 @@ def _guards(ctx) -> list[tuple[str, dict[str, str], list[traceback.FrameSummary]
 def pinned_by_code(ctx) -> dict[str, int]:
     """Every dynamic dimension the model's code pins, found by tracing it (for stages whose own
     error does not say, like jit.trace, which keeps the example's sizes without a word)."""
+    if ctx.spec.dynamic_shapes is None:  # no dimension varies or is declared dynamic: none to pin
+        return {}
     try:
         guards = _guards(ctx)
     except Exception:

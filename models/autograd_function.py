@@ -18,8 +18,8 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "jit_script", "kind": "unsupported-python", "op": "torch.autograd.Function", "line": 41},
-    {"stage": "jit_trace", "kind": "unsupported-python", "op": "torch.autograd.Function", "line": 41},
+    {"stage": "jit_script", "kind": "unsupported-python", "op": "torch.autograd.Function", "line": 43},
+    {"stage": "jit_trace", "kind": "unsupported-python", "op": "torch.autograd.Function", "line": 43},
 ]
 
 

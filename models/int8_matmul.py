@@ -18,8 +18,8 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "onnx_export", "kind": "invalid-graph", "op": "MatMul", "line": 26},
-    {"stage": "onnxruntime", "kind": "invalid-graph", "op": "MatMul", "line": 26},
+    {"stage": "onnx_export", "kind": "invalid-graph", "op": "MatMul", "line": 28},
+    {"stage": "onnxruntime", "kind": "invalid-graph", "op": "MatMul", "line": 28},
 ]
 
 

@@ -20,7 +20,7 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.erfinv", "line": 32},
+    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.erfinv", "line": 34},
 ]
 
 

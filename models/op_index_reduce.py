@@ -18,7 +18,7 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.index_reduce", "line": 31},
+    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.index_reduce", "line": 33},
 ]
 
 

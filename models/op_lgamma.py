@@ -18,8 +18,8 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.lgamma", "line": 31},
-    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.digamma", "line": 32},
+    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.lgamma", "line": 33},
+    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.digamma", "line": 34},
 ]
 
 

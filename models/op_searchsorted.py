@@ -18,7 +18,7 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.searchsorted.Tensor", "line": 30},
+    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.searchsorted.Tensor", "line": 32},
 ]
 
 

@@ -18,8 +18,8 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "onnxruntime", "kind": "missing-kernel", "op": "Conv", "line": 31},
-    {"stage": "onnxruntime", "kind": "missing-kernel", "op": "Gelu", "line": 32},
+    {"stage": "onnxruntime", "kind": "missing-kernel", "op": "Conv", "line": 33},
+    {"stage": "onnxruntime", "kind": "missing-kernel", "op": "Gelu", "line": 34},
 ]
 
 

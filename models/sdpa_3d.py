@@ -19,7 +19,7 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.scaled_dot_product_attention", "line": 31},
+    {"stage": "onnx_export", "kind": "unsupported-op", "op": "aten.scaled_dot_product_attention", "line": 33},
 ]
 
 

@@ -14,9 +14,10 @@ from contextlib import contextmanager
 
 import torch
 
+from compatcheck import versions
 from compatcheck.compare import compare_outputs
 from compatcheck.errors import UsageError
-from compatcheck.report.model import InputSetResult, StageResult, Status
+from compatcheck.report.model import Finding, InputSetResult, StageResult, Status
 from compatcheck.stages import missing_artifact
 from compatcheck.stages.base import Stage, StageContext
 
@@ -79,6 +80,10 @@ def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
     for needed in stage.requires:
         if needed not in ctx.artifacts:
             return missing_artifact(needed, ctx.previous.get(needed), ctx.blockers.get(needed))
+    for feature in stage.needs(ctx):
+        reason = versions.missing(feature)
+        if reason:
+            return reason
     return stage.available(ctx)
 
 
@@ -104,13 +109,14 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
     ctx.warnings = []
     ctx.input_results = result.input_sets
     error = None
+    raised: list[BaseException] = []  # what the runner raised, per input set that failed
     started = time.perf_counter()
     with isolated_globals(), recording_warnings(ctx.warnings):
         try:
             runner = stage.build(ctx)
             if runner is not None:
                 for index, input_set in enumerate(ctx.spec.input_sets):
-                    result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage.flat_outputs))
+                    result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage.flat_outputs, raised))
                 if ctx.options.bench_seconds and all(s.ok for s in result.input_sets):
                     result.timings = _time(stage, ctx, runner)
         except UsageError:
@@ -146,7 +152,22 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             result.reason = "built and checked; nothing here to run it with, the next stage runs it"
         elif result.status is Status.PASS and any(leaf.fp64_verdict == "within-noise" for leaf in leaves):
             result.reason = "differences from eager are within fp64-adjudicated noise"
+    if result.status is Status.FAIL:
+        _blame_environment(result, error or (raised[0] if raised else None))
     return result
+
+
+def _blame_environment(result: StageResult, error: BaseException | None) -> None:
+    """A failure from a library's failed import becomes broken-env, with the fix instead of findings."""
+    from compatcheck.diagnose.broken_env import fault
+
+    found = fault(error)
+    if found is None:
+        return
+    what, fix = found
+    result.status = Status.BROKEN_ENV
+    result.reason = f"broken environment: {what}; fix: {fix}"
+    result.findings = [Finding(stage=result.name, kind="broken-environment", message=f"{what}; fix: {fix}")]
 
 
 def _time(stage: Stage, ctx: StageContext, runner) -> list:
@@ -164,12 +185,15 @@ def status_of(sets: list[InputSetResult]) -> Status:
     return Status.PASS if all(s.ok for s in sets) else Status.MISMATCH
 
 
-def run_input_set(ctx, runner, index, input_set, flat: bool) -> InputSetResult:
-    """Run the artifact on one input set and compare its outputs with eager's."""
+def run_input_set(ctx, runner, index, input_set, flat: bool, raised: list | None = None) -> InputSetResult:
+    """Run the artifact on one input set and compare its outputs with eager's; what it raises goes
+    into `raised`."""
     started = time.perf_counter()
     try:
         outputs = runner(input_set)
     except MODEL_ERRORS as exc:
+        if raised is not None:
+            raised.append(exc)
         return InputSetResult(index=index, ok=False, error=one_line(exc, 400),
                               seconds=round(time.perf_counter() - started, 4))
     seconds = round(time.perf_counter() - started, 4)

@@ -223,7 +223,7 @@ def infer_dynamic_shapes(sets: list[InputSet]):
     Returns None when all sets share every shape. Uses Dim.DYNAMIC, so an export that would
     silently specialize such a dimension fails instead, with the reason.
     """
-    from torch.export import Dim
+    from compatcheck.versions import dynamic_dim
 
     shapes = [[tuple(t.shape) for t in s.leaves()] for s in sets]
     first = shapes[0]
@@ -236,7 +236,8 @@ def infer_dynamic_shapes(sets: list[InputSet]):
                     f"input set {other_index}: input {leaf_index} has {len(other[leaf_index])} dimensions, "
                     f"input set 1 has {len(shape)}"
                 )
-        dims = {d: Dim.DYNAMIC for d in range(len(shape)) if any(o[leaf_index][d] != shape[d] for o in shapes)}
+        dims = {d: dynamic_dim(f"input{leaf_index}_dim{d}") for d in range(len(shape))
+                if any(o[leaf_index][d] != shape[d] for o in shapes)}
         any_dynamic |= bool(dims)
         specs.append(dims or None)
     if not any_dynamic:

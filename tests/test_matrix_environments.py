@@ -38,7 +38,7 @@ def fake_build(monkeypatch):
     """Builds that only make the folder (and fail on request), so reuse can be tested without pip."""
     runs = []
 
-    def commands(env, path, python, tool):
+    def commands(env, path, python, tool, constraint):
         runs.append(path)
         fail = "broken" in env.requirements
         return [[sys.executable, "-c", "import sys, os; os.makedirs(sys.argv[1]); sys.exit(sys.argv[2] == 'True')",
@@ -110,11 +110,12 @@ def test_a_failed_build_says_where_its_log_is_and_leaves_no_marker(tmp_path, fak
 
 def test_pip_gets_only_the_environments_options_as_it_reads_the_users_configuration_itself(tmp_path):
     env = Environment(requirements=["torch"], index_url="https://i/simple", find_links=["/w"], pre=True)
-    steps, variables = environments.commands(env, tmp_path / "e", "/usr/bin/python3.11", "pip")
+    steps, variables = environments.commands(env, tmp_path / "e", "/usr/bin/python3.11", "pip", tmp_path / "c.txt")
     assert steps[0] == ["/usr/bin/python3.11", "-m", "venv", str(tmp_path / "e")]
     assert steps[1][:4] == [str(tmp_path / "e/bin/python"), "-m", "pip", "install"]
     assert steps[1][4:10] == ["--index-url", "https://i/simple", "--find-links", "/w", "--pre", "torch"]
-    assert variables == {}
+    # the configured constraint files, filtered, replace pip's own list (the variable wins over its config)
+    assert variables == {"PIP_CONSTRAINT": str(tmp_path / "c.txt")} and (tmp_path / "c.txt").is_file()
 
 
 PIP_CONFIG = """\
@@ -133,16 +134,17 @@ def test_uv_is_told_the_users_pip_configuration(tmp_path, monkeypatch):
     config = environments.pip_config()
     assert config["index-url"] == ["https://install/simple"]  # the install section over the global one
     env = Environment(requirements=["torch==2.14.1"], extra_index_urls=["https://extra/simple"])
-    options = environments.uv_options(env, config)
+    options = environments.uv_options(env, config, tmp_path / "c.txt")
     assert options == ["--index-strategy", "unsafe-best-match", "--index-url", "https://install/simple",
                        "--extra-index-url", "file:///a/simple", "--extra-index-url", "file:///b/simple",
                        "--extra-index-url", "https://extra/simple", "--find-links", "/opt/wheels",
-                       "--constraint", "/etc/pip/constraints.txt"]
-    own = environments.uv_options(Environment(index_url="https://mine/simple", pre=True), config)
+                       "--constraint", str(tmp_path / "c.txt")]
+    own = environments.uv_options(Environment(index_url="https://mine/simple", pre=True), config, tmp_path / "c")
     assert own[2:4] == ["--index-url", "https://mine/simple"] and own[-2:] == ["--prerelease", "allow"]
-    steps, variables = environments.commands(env, tmp_path / "e", "/usr/bin/python3.11", "uv")
-    assert steps[0] == ["uv", "venv", "--python", "/usr/bin/python3.11", str(tmp_path / "e")]
-    assert steps[1][:5] == ["uv", "pip", "install", "--python", str(tmp_path / "e/bin/python")]
+    monkeypatch.setattr(environments, "uv", lambda: "/opt/bin/uv")
+    steps, variables = environments.commands(env, tmp_path / "e", "/usr/bin/python3.11", "uv", tmp_path / "c.txt")
+    assert steps[0] == ["/opt/bin/uv", "venv", "--python", "/usr/bin/python3.11", str(tmp_path / "e")]
+    assert steps[1][:5] == ["/opt/bin/uv", "pip", "install", "--python", str(tmp_path / "e/bin/python")]
     assert variables == {"SSL_CERT_FILE": "/etc/ssl/ca.pem"}
 
 
@@ -155,3 +157,25 @@ def test_the_installer_is_uv_when_on_path_unless_told(monkeypatch):
     monkeypatch.setenv("COMPATCHECK_INSTALLER", "conda")
     with pytest.raises(BuildError, match="must be uv or pip"):
         environments.installer()
+
+
+def test_a_configured_cap_does_not_overrule_what_the_environment_names(tmp_path):
+    capped = tmp_path / "constraints.txt"
+    capped.write_text("# a machine-wide cap\ntorch<=2.14.1\ntorchvision<=0.29.1\n")
+    config = {"constraint": [str(capped), str(tmp_path / "gone.txt")]}  # a configured file may be missing
+    out = environments.constraints(Environment(requirements=["torch==2.15.0"]), config, tmp_path / "a.txt")
+    assert "torch<" not in out.read_text() and "torchvision<=0.29.1" in out.read_text().splitlines()
+    out = environments.constraints(Environment(requirements=["onnx"]), config, tmp_path / "b.txt")
+    assert {"torch<=2.14.1", "torchvision<=0.29.1"} <= set(out.read_text().splitlines())
+
+
+def test_uv_beside_this_interpreter_is_found_without_path(tmp_path, monkeypatch):
+    monkeypatch.delenv("COMPATCHECK_INSTALLER", raising=False)
+    monkeypatch.setattr(environments.shutil, "which", lambda name: None)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setattr(environments.sys, "executable", str(bin_dir / "python"))
+    assert environments.uv() is None and environments.installer() == "pip"
+    (bin_dir / "uv").write_text("#!/bin/sh\n")
+    (bin_dir / "uv").chmod(0o755)
+    assert environments.uv() == str(bin_dir / "uv") and environments.installer() == "uv"

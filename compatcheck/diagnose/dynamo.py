@@ -48,9 +48,11 @@ def _breaks(ctx) -> list[tuple[str, list]]:
 
 def _headline(error: BaseException) -> str:
     """The raised break in one line: its type and the first line of dynamo's explanation."""
+    from compatcheck.versions import graph_break_type
+
     text = str(error)
     explanation = text.split("Explanation:", 1)[1].strip().splitlines()[0] if "Explanation:" in text else ""
-    gb_type = getattr(error, "gb_type", None)
+    gb_type = graph_break_type(error)
     return f"{gb_type}: {explanation}".strip(": ") if gb_type else _describe(text)
 
 

@@ -130,7 +130,10 @@ def _exporter_findings(stage: str, ctx, exporter: BaseException) -> list:
 
 def restate(stage: str, ctx, error: BaseException) -> OnnxExportFailed | None:
     """The dynamo exporter's error as an OnnxExportFailed that says what failed where; None for other errors."""
-    exporter = _exporter_error(error)
+    try:
+        exporter = _exporter_error(error)
+    except ImportError:  # the exporter's internals moved in this torch: its own error stands
+        return None
     if exporter is None:
         return None
     try:

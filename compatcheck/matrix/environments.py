@@ -106,9 +106,15 @@ def env_key(inputs: dict) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def uv() -> str | None:
+    """uv on PATH, or beside this interpreter (installed into the same virtual environment)."""
+    beside = Path(sys.executable).parent / "uv"
+    return shutil.which("uv") or (str(beside) if os.access(beside, os.X_OK) else None)
+
+
 def installer() -> str:
-    """uv when it is on PATH (many times faster), pip otherwise; COMPATCHECK_INSTALLER picks one."""
-    chosen = os.environ.get("COMPATCHECK_INSTALLER") or ("uv" if shutil.which("uv") else "pip")
+    """uv when it is there (many times faster), pip otherwise; COMPATCHECK_INSTALLER picks one."""
+    chosen = os.environ.get("COMPATCHECK_INSTALLER") or ("uv" if uv() else "pip")
     if chosen not in ("uv", "pip"):
         raise BuildError(f"COMPATCHECK_INSTALLER must be uv or pip, not {chosen!r}")
     return chosen
@@ -126,14 +132,31 @@ def pip_config() -> dict[str, list[str]]:
     return {**found["global"], **found["install"], **found[":env:"]}  # pip's own precedence
 
 
-def uv_options(env: Environment, config: dict[str, list[str]]) -> list[str]:
+def constraints(env: Environment, config: dict[str, list[str]], into: Path) -> Path:
+    """pip's configured constraint files as one file at `into`, less the lines for packages the
+    environment's requirements name: `torch==2.15.0` in matrix.yaml is an explicit choice that a
+    machine-wide cap such as `torch<=2.14.1` must not overrule (the build would fail to resolve).
+    Every other constraint still applies; a configured file that does not exist is passed over."""
+    named = {package_name(r) for r in env.requirements}
+    kept = []
+    for source in config.get("constraint", []):
+        try:
+            lines = Path(source).read_text().splitlines()
+        except OSError:
+            continue
+        kept += [line for line in lines if package_name(line.split("#", 1)[0]) not in named]
+    into.write_text("".join(f"{line}\n" for line in kept))
+    return into
+
+
+def uv_options(env: Environment, config: dict[str, list[str]], constraint: Path) -> list[str]:
     """uv flags that install from where pip would: the user's pip settings, then the environment's."""
     options = ["--index-strategy", "unsafe-best-match"]  # pip weighs every index; uv stops at the first by default
     index_url = [env.index_url] if env.index_url else config.get("index-url", [])[:1]
     for flag, values in (("--index-url", index_url),
                          ("--extra-index-url", config.get("extra-index-url", []) + env.extra_index_urls),
                          ("--find-links", config.get("find-links", []) + env.find_links),
-                         ("--constraint", config.get("constraint", []))):
+                         ("--constraint", [str(constraint)])):
         for value in values:
             options += [flag, value]
     return options + (["--prerelease", "allow"] if env.pre else [])
@@ -148,17 +171,21 @@ def pip_options(env: Environment) -> list[str]:
     return options + (["--pre"] if env.pre else [])
 
 
-def commands(env: Environment, path: Path, python: str, tool: str) -> tuple[list[list[str]], dict[str, str]]:
-    """The commands that build the environment at `path`, and the variables they run with."""
+def commands(env: Environment, path: Path, python: str, tool: str,
+             constraint: Path) -> tuple[list[list[str]], dict[str, str]]:
+    """The commands that build the environment at `path`, and the variables they run with; the
+    constraints pip is configured with go through `constraint` (see constraints())."""
     wanted = requirements(env)
+    config = pip_config()
+    constraints(env, config, constraint)
     if tool == "uv":
-        config = pip_config()
         variables = {"SSL_CERT_FILE": config["cert"][0]} if config.get("cert") else {}
-        return [["uv", "venv", "--python", python, str(path)],
-                ["uv", "pip", "install", "--python", str(path / "bin" / "python"), *uv_options(env, config), *wanted]
-                ], variables
+        return [[uv(), "venv", "--python", python, str(path)],
+                [uv(), "pip", "install", "--python", str(path / "bin" / "python"),
+                 *uv_options(env, config, constraint), *wanted]], variables
     return [[python, "-m", "venv", str(path)],
-            [str(path / "bin" / "python"), "-m", "pip", "install", *pip_options(env), *wanted]], {}
+            [str(path / "bin" / "python"), "-m", "pip", "install", *pip_options(env), *wanted]
+            ], {"PIP_CONSTRAINT": str(constraint)}  # replaces the configured files, as the variable does
 
 
 def _tail(log: Path, lines: int = 15) -> str:
@@ -229,7 +256,7 @@ def ensure(name: str, env: Environment, env_dir: Path, on_build=None, refresh: b
             on_build(name, key, tool)
         path = env_dir / f"{key}.build-{time.time_ns()}"
         started = time.monotonic()
-        steps, variables = commands(env, path, inputs["python"], tool)
+        steps, variables = commands(env, path, inputs["python"], tool, env_dir / f"{key}.constraints.txt")
         log = env_dir / f"{key}.log"
         with log.open("w") as out:
             for command in steps:

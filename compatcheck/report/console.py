@@ -14,6 +14,7 @@ from compatcheck.report.model import Report, Status
 STYLE = {
     Status.PASS: "green", Status.MISMATCH: "yellow", Status.FAIL: "red",
     Status.SKIP: "dim", Status.CRASH: "bold red", Status.TIMEOUT: "magenta",
+    Status.BROKEN_ENV: "bold magenta",
 }
 
 

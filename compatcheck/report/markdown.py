@@ -9,7 +9,7 @@ from compatcheck.report.model import Finding, Report, StageResult, Status
 
 SYMBOL = {
     Status.PASS: "✅", Status.MISMATCH: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️",
-    Status.CRASH: "💥", Status.TIMEOUT: "⏱️",
+    Status.CRASH: "💥", Status.TIMEOUT: "⏱️", Status.BROKEN_ENV: "🔧",
 }
 _SPECIAL = re.compile(r"([\\*_\[\]<>|#])")  # would turn text into emphasis, links, HTML or table cells
 

@@ -20,10 +20,11 @@ class Status(str, Enum):
     SKIP = "skip"
     CRASH = "crash"
     TIMEOUT = "timeout"
+    BROKEN_ENV = "broken-env"  # torch, onnx or onnxruntime could not import what it needs: no verdict on the model
 
 
 # A stage that did not reach a verdict of its own for one of these reasons makes the run fail.
-FAILING = {Status.MISMATCH, Status.FAIL, Status.CRASH, Status.TIMEOUT}
+FAILING = {Status.MISMATCH, Status.FAIL, Status.CRASH, Status.TIMEOUT, Status.BROKEN_ENV}
 
 
 class Finding(BaseModel):

@@ -19,6 +19,7 @@ from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.report.model import Finding
 from compatcheck.spec import InputSet, ModelSpec
+from compatcheck.versions import Feature
 
 Runner = Callable[[InputSet], object]
 
@@ -27,6 +28,10 @@ class Stage:
     name: str = ""
     requires: tuple[str, ...] = ()
     flat_outputs = False  # outputs come back as a flat list of leaves (ONNX), not eager's structure
+
+    def needs(self, ctx: "StageContext") -> tuple[Feature, ...]:
+        """The torch features the stage uses with these options (see versions.py)."""
+        return ()
 
     def available(self, ctx: "StageContext") -> str | None:
         """None when the stage can run here, else the reason it cannot (a missing optional package)."""

@@ -6,6 +6,7 @@ import torch
 
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
+from compatcheck.versions import TORCH_COMPILE
 
 
 class Compile(Stage):
@@ -14,6 +15,9 @@ class Compile(Stage):
 
     def __init__(self):
         self.failure: BaseException | None = None  # compiling happens on the first call, inside the runner
+
+    def needs(self, ctx: StageContext):
+        return (TORCH_COMPILE,)
 
     def build(self, ctx: StageContext):
         torch._dynamo.reset()

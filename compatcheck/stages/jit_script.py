@@ -6,6 +6,7 @@ import torch
 
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
+from compatcheck.versions import TORCHSCRIPT_SCRIPT
 
 
 def run_loaded(module):
@@ -18,6 +19,9 @@ def run_loaded(module):
 
 class JitScript(Stage):
     name = "jit_script"
+
+    def needs(self, ctx: StageContext):
+        return (TORCHSCRIPT_SCRIPT,)
 
     def build(self, ctx: StageContext):
         scripted = torch.jit.script(ctx.spec.model)

@@ -10,11 +10,15 @@ import torch
 
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
+from compatcheck.versions import TORCHSCRIPT_TRACE
 from compatcheck.stages.jit_script import run_loaded
 
 
 class JitTrace(Stage):
     name = "jit_trace"
+
+    def needs(self, ctx: StageContext):
+        return (TORCHSCRIPT_TRACE,)
 
     def build(self, ctx: StageContext):
         first = ctx.spec.input_sets[0]

@@ -9,6 +9,7 @@ import torch
 from compatcheck.report.model import Finding
 from compatcheck.spec import dynamic_dims
 from compatcheck.stages.base import Stage, StageContext
+from compatcheck.versions import DYNAMO_EXPORTER, LEGACY_EXPORTER
 
 
 class OnnxExport(Stage):
@@ -25,6 +26,9 @@ class OnnxExport(Stage):
         if ctx.previous.get("export") != "pass" or path is None:
             return None
         return torch.export.load(path)
+
+    def needs(self, ctx: StageContext):
+        return (DYNAMO_EXPORTER if ctx.options.onnx_exporter == "dynamo" else LEGACY_EXPORTER,)
 
     def build(self, ctx: StageContext):
         import onnx

@@ -1,0 +1,67 @@
+"""A stage that failed because torch, onnx, onnxscript or onnxruntime could not import a module they
+need is no verdict on the model: the environment is broken, and the fix is to install the module.
+
+torch 2.10's inductor, for one, imports setuptools; a virtual environment made by uv (or by venv on
+Python 3.12+) has none, so every model "fails" torch.compile there with an InductorError wrapping
+`ModuleNotFoundError: No module named 'setuptools'`. An import inside the user's own code is the
+model's business and stays a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+from collections.abc import Iterator
+
+LIBRARIES = ("torch", "onnx", "onnxscript", "onnxruntime")
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """The error, what caused it, and what it wraps (inductor keeps the original as inner_exception)."""
+    seen, todo = set(), [error]
+    while todo:
+        found = todo.pop(0)
+        if found is None or id(found) in seen:
+            continue
+        seen.add(id(found))
+        yield found
+        todo += [found.__cause__, found.__context__, getattr(found, "inner_exception", None)]
+
+
+def _library(filename: str) -> str | None:
+    """Which of LIBRARIES the file belongs to, if any."""
+    path = os.path.realpath(filename)
+    for name in LIBRARIES:
+        module = sys.modules.get(name)
+        where = getattr(module, "__file__", None)
+        if where and path.startswith(os.path.dirname(os.path.realpath(where)) + os.sep):
+            return name
+    return None
+
+
+def _importer(error: ImportError) -> str | None:
+    """The file whose import failed: the innermost frame that is not importlib's machinery."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith("<")]
+    return frames[-1].filename if frames else None
+
+
+def fault(error: BaseException | None) -> tuple[str, str] | None:
+    """(what is broken, how to fix it) when `error` comes from a library's failed import, else None."""
+    for found in _chain(error) if error is not None else ():
+        if not isinstance(found, ImportError):
+            continue
+        importer = _importer(found)
+        library = _library(importer) if importer else None
+        if library is None:
+            continue
+        match = _NO_MODULE.search(str(found))
+        named = found.name or (match.group(1) if match else None)
+        if not named:
+            return f"{library} could not import what it needs ({found})", f"reinstall {library}"
+        top = named.split(".")[0]
+        fix = f"reinstall {top}: its module {named} is missing" if top in LIBRARIES else f"pip install {top}"
+        return f"{library} needs the module {named!r}, which this environment lacks", fix
+    return None

@@ -9,7 +9,7 @@ from compatcheck.matrix.cells import CellResult
 from compatcheck.matrix.merge import finish
 from compatcheck.report.model import Finding, Report, StageResult, Status
 
-P, F, M, S, C = Status.PASS, Status.FAIL, Status.MISMATCH, Status.SKIP, Status.CRASH
+P, F, M, S, C, B = Status.PASS, Status.FAIL, Status.MISMATCH, Status.SKIP, Status.CRASH, Status.BROKEN_ENV
 
 
 @pytest.mark.parametrize("was, now, outcome", [
@@ -18,6 +18,7 @@ P, F, M, S, C = Status.PASS, Status.FAIL, Status.MISMATCH, Status.SKIP, Status.C
     (F, P, Outcome.IMPROVED), (S, P, Outcome.IMPROVED),
     (P, F, Outcome.NEW_FAILURE), (P, M, Outcome.NEW_FAILURE), (P, S, Outcome.NEW_FAILURE),
     (None, F, Outcome.FAIL), (P, None, Outcome.MISSING), (None, None, Outcome.MISSING),
+    (P, B, Outcome.BROKEN_ENV), (F, B, Outcome.BROKEN_ENV), (None, B, Outcome.BROKEN_ENV),
 ])
 def test_judge(was, now, outcome):
     assert judge(was, now) is outcome
@@ -113,3 +114,29 @@ def test_a_baseline_with_an_unknown_verdict_is_refused(tmp_path):
     with pytest.raises(Exception, match=r"environments.old.models.net.eager: Input should be 'pass'"):
         expected.load(path)
     assert expected.load(tmp_path / "not-yet.yaml") == Baseline()
+
+
+def test_a_broken_environment_fails_the_run_as_such_and_never_enters_the_baseline(tmp_path):
+    quiet = Console(file=open("/dev/null", "w"))
+    path = tmp_path / "baseline.yaml"
+    expected.save(BASELINE, path)
+    broken = cell("old", "net", eager=P, onnx_export=B)
+    broken.report.stages[1].reason = "broken environment: torch needs the module 'setuptools'; fix: pip install setuptools"
+    [_, verdict] = gate([broken], BASELINE, {"old/net"})
+    assert verdict.outcome is Outcome.BROKEN_ENV and "pip install setuptools" in verdict.note
+    assert finish([broken], path, tmp_path / "out", quiet, cells={"old/net"}) == 1
+    text = (tmp_path / "out" / "matrix.md").read_text()
+    assert "## Broken environments" in text and "## Regressions" not in text
+    assert 'type="broken-env"' in (tmp_path / "out" / "junit.xml").read_text()
+    finish([broken], path, tmp_path / "out", quiet, cells={"old/net"}, update=True, keep={"old/net"})
+    assert expected.load(path).expected("old", "net") == {"eager": P, "onnx_export": P}  # what was expected stands
+
+
+def test_an_unreachable_optional_environment_is_reported_and_never_fails_the_run(tmp_path):
+    quiet = Console(file=open("/dev/null", "w"))
+    away = CellResult(environment="nightly", model="net", target="/m/net.py", order=(2, 0), key="k",
+                      unavailable=True, error="optional environment nightly: https://n/simple cannot be reached")
+    [verdict] = gate([away], Baseline(), {"nightly/net"})
+    assert (verdict.outcome, verdict.note) == (Outcome.UNAVAILABLE, away.error)
+    assert finish([away], None, tmp_path / "out", quiet, cells={"nightly/net"}, strict=True) == 0
+    assert "unavailable[^1]" in (tmp_path / "out" / "matrix.md").read_text()

@@ -6,6 +6,9 @@ improved     passes where the baseline expected it not to: --update-baseline to 
 new-failure  fails or is skipped where the baseline expected a pass: a regression, which fails the run
 fail         fails, and the baseline has nothing for it (a new model, stage or environment)
 missing      the baseline expects a verdict that this run did not produce (fails the run with --strict)
+broken-env   torch, onnx or onnxruntime could not import what it needs: the environment needs fixing, the
+             model was not judged (fails the run, and says the fix; never written into the baseline)
+unavailable  an optional environment whose index could not be reached (reported, never fails the run)
 
 A skip is what a stage gets when a stage it needs failed: never a failure of its own, but no pass either.
 """
@@ -36,6 +39,8 @@ class Outcome(str, Enum):
     IMPROVED = "improved"
     NEW_FAILURE = "new-failure"
     MISSING = "missing"
+    BROKEN_ENV = "broken-env"
+    UNAVAILABLE = "unavailable"
 
 
 class BaselineEnvironment(BaseModel):
@@ -71,6 +76,8 @@ class Verdict:
 def judge(expected: Status | None, actual: Status | None) -> Outcome:
     if actual is None:
         return Outcome.MISSING
+    if actual is Status.BROKEN_ENV:
+        return Outcome.BROKEN_ENV
     if actual is Status.PASS:
         return Outcome.IMPROVED if expected not in (None, Status.PASS) else Outcome.PASS
     if expected is Status.PASS:
@@ -115,6 +122,9 @@ def gate(results: list[CellResult], baseline: Baseline, cells: set[str]) -> list
         environment, model = cell.split("/", 1)
         expected = baseline.expected(environment, model)
         result = by_id.get(cell)
+        if result is not None and result.unavailable:
+            verdicts.append(Verdict(environment, model, None, Outcome.UNAVAILABLE, None, None, result.error))
+            continue
         if result is None or not result.finished:
             why = result.error if result else "no cell file"
             verdicts += [Verdict(environment, model, stage, Outcome.MISSING, status, None, why)
@@ -155,7 +165,10 @@ def updated(baseline: Baseline, results: list[CellResult], keep: set[str] | None
             continue  # a cell that did not run keeps what was expected of it
         env = new.environments.setdefault(result.environment, BaselineEnvironment())
         env.versions = versions(result)
-        env.models[result.model] = {stage.name: stage.status for stage in result.report.stages}
+        before = env.models.get(result.model, {})
+        env.models[result.model] = {  # a broken environment judged nothing: what was expected stands
+            stage.name: before.get(stage.name) if stage.status is Status.BROKEN_ENV else stage.status
+            for stage in result.report.stages if stage.status is not Status.BROKEN_ENV or stage.name in before}
     if keep is not None:
         for name, env in list(new.environments.items()):
             env.models = {model: v for model, v in env.models.items() if f"{name}/{model}" in keep}

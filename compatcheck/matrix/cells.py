@@ -45,6 +45,8 @@ class CellResult(BaseModel):
     resolved: dict[str, str] = Field({}, description="what the requirements resolved to, e.g. torch 2.16.0.dev20261128")
     seconds: float = 0.0
     error: str | None = Field(None, description="why the cell has no report: environment build, usage error")
+    unavailable: bool = Field(False, description="an optional environment whose index could not be reached: "
+                                                 "reported, never gated")
     report: Report | None = None
 
     @property
@@ -238,6 +240,13 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
                 else:
                     todo.append(cell)
             if not todo:
+                continue
+            offline = environments.unreachable(env) if env.optional else None
+            if offline:
+                display.env_failed(env_name, f"optional, so not gated: {offline}")
+                for cell in todo:
+                    results[cell.id] = runner.write(cell.result(cell.key(key), unavailable=True,
+                                                                error=f"optional environment {env_name}: {offline}"))
                 continue
             try:
                 built = built or environments.ensure(env_name, env, env_dir, display.env_building)

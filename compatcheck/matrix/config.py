@@ -34,6 +34,8 @@ class Environment(_Strict):
     python: str | None = Field(None, description="interpreter to build the environment with (default: this one)")
     refresh_after: float = Field(20.0, gt=0, description="hours after which an environment whose requirements are "
                                                          "not all pinned is resolved again (nightlies: last night's)")
+    optional: bool = Field(False, description="where its index cannot be reached, report the environment as "
+                                              "unavailable instead of failing (a nightly index off this network)")
 
     @field_validator("requirements")
     @classmethod

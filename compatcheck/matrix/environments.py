@@ -188,6 +188,27 @@ def commands(env: Environment, path: Path, python: str, tool: str,
             ], {"PIP_CONSTRAINT": str(constraint)}  # replaces the configured files, as the variable does
 
 
+def unreachable(env: Environment, timeout: float = 15) -> str | None:
+    """The first of the environment's own indexes that does not answer, with why; None if all do.
+    Only an optional environment is asked: for it, an index off this network is not a failure."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    config = pip_config()
+    context = ssl.create_default_context(cafile=config["cert"][0] if config.get("cert") else None)
+    for url in filter(None, [env.index_url, *env.extra_index_urls]):
+        if not url.startswith(("http://", "https://")):
+            continue
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout, context=context).close()
+        except urllib.error.HTTPError:
+            continue  # it answered
+        except (OSError, ValueError) as exc:
+            return f"{url} cannot be reached ({getattr(exc, 'reason', exc)})"
+    return None
+
+
 def _tail(log: Path, lines: int = 15) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 

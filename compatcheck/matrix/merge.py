@@ -29,7 +29,8 @@ def finish(results: list[CellResult], baseline_path: Path | None, out_dir: Path,
     verdicts = expected.gate(results, base, cells)
     grid = Grid(results, verdicts, base)
     regressions, missing = grid.counts[Outcome.NEW_FAILURE], grid.counts[Outcome.MISSING]
-    code = EXIT_GATE if regressions or (strict and missing) else 0
+    broken = grid.counts[Outcome.BROKEN_ENV]
+    code = EXIT_GATE if regressions or broken or (strict and missing) else 0
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomically(out_dir / "matrix.md", markdown(grid))
     write_atomically(out_dir / "matrix.json", to_json(grid, code))
@@ -39,7 +40,8 @@ def finish(results: list[CellResult], baseline_path: Path | None, out_dir: Path,
         console.print(text, markup=False, highlight=False, soft_wrap=True, **style)
 
     for v in verdicts:
-        if v.outcome in (Outcome.NEW_FAILURE, Outcome.IMPROVED, Outcome.MISSING):
+        if v.outcome in (Outcome.NEW_FAILURE, Outcome.IMPROVED, Outcome.MISSING, Outcome.BROKEN_ENV,
+                         Outcome.UNAVAILABLE):
             why = f" ({short(v.note)})" if v.note and v.outcome is not Outcome.IMPROVED else ""
             say(f"{v.outcome.value}: {v.environment}/{v.model}{f' {v.stage}' if v.stage else ''}{why}")
     counts = ", ".join(f"{grid.counts[o]} {o.value}" for o in Outcome)
@@ -48,9 +50,12 @@ def finish(results: list[CellResult], baseline_path: Path | None, out_dir: Path,
         expected.save(expected.updated(base, results, keep), baseline_path)
         say(f"baseline {baseline_path} rewritten from this run")
         return 0
+    if broken:
+        say(f"{broken} stage{'s' * (broken != 1)} could not run in a broken environment: fix the environment "
+            "(the note says how); the model was not judged there", style="bold red")
     if regressions:
         say(f"{regressions} regression{'s' * (regressions != 1)} against {baseline_path}", style="bold red")
-    elif strict and missing:
+    elif strict and missing and not broken:
         say(f"{missing} missing verdict{'s' * (missing != 1)} (--strict)", style="bold red")
     return code
 

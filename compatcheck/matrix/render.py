@@ -66,8 +66,10 @@ def markdown(grid: Grid) -> str:
     lines = ["# compatcheck matrix", "",
              f"**{counts[Outcome.NEW_FAILURE]} new failures**, {counts[Outcome.IMPROVED]} improved, "
              f"{counts[Outcome.XFAIL]} xfail, {counts[Outcome.FAIL]} fail (not in the baseline), "
-             f"{counts[Outcome.MISSING]} missing, {counts[Outcome.PASS]} pass "
+             f"{counts[Outcome.MISSING]} missing, {counts[Outcome.BROKEN_ENV]} broken-env, "
+             f"{counts[Outcome.UNAVAILABLE]} unavailable, {counts[Outcome.PASS]} pass "
              f"({len(grid.environments)} environments x {len(grid.models)} models)", ""]
+    lines += _listing(grid, Outcome.BROKEN_ENV, "Broken environments (not judged: fix the environment)")
     lines += _listing(grid, Outcome.NEW_FAILURE, "Regressions")
     lines += _listing(grid, Outcome.IMPROVED, "Improved")
     notes: dict[str, int] = {}
@@ -85,7 +87,8 @@ def markdown(grid: Grid) -> str:
             if result is None or not result.finished:
                 missing = grid.by_stage.get((env, model, None)) or next(
                     (v for v in grid.verdicts if (v.environment, v.model) == (env, model)), None)
-                row.append("—" if missing is None else f"missing{footnote(missing.note or 'no result')}")
+                word = "unavailable" if result is not None and result.unavailable else "missing"
+                row.append("—" if missing is None else f"{word}{footnote(missing.note or 'no result')}")
                 continue
             statuses = {stage.name: stage for stage in result.report.stages}
             symbols = []
@@ -116,12 +119,13 @@ def _listing(grid: Grid, outcome: Outcome, title: str) -> list[str]:
     lines = [f"## {title}", ""]
     for v in chosen:
         then, now = grid.changed(v.environment)
+        expected = v.expected.value if v.expected else "nothing"
         if then is None:
-            was = f"{v.expected.value} in the baseline, now {v.actual.value} with {now}"
+            was = f"{expected} in the baseline, now {v.actual.value} with {now}"
         elif then == now:
-            was = f"{v.expected.value} in the baseline, now {v.actual.value} on the same {now}"
+            was = f"{expected} in the baseline, now {v.actual.value} on the same {now}"
         else:
-            was = f"{v.expected.value} with {then} (baseline), now {v.actual.value} with {now}"
+            was = f"{expected} with {then} (baseline), now {v.actual.value} with {now}"
         lines.append(f"- **{v.model}** · `{v.stage}` on **{v.environment}**: {was}"
                      + (f": {short(v.note)}" if v.note else ""))
     return lines + [""]
@@ -185,10 +189,14 @@ def junit(grid: Grid, strict: bool) -> str:
             if v.outcome is Outcome.NEW_FAILURE:
                 ET.SubElement(case, "failure", message=f"new-failure: {said}", type="new-failure").text = v.note
                 tally["failures"] += 1
+            elif v.outcome is Outcome.BROKEN_ENV:
+                ET.SubElement(case, "error", message=f"broken-env: {v.note}", type="broken-env")
+                tally["errors"] += 1
             elif v.outcome is Outcome.MISSING and strict:
                 ET.SubElement(case, "error", message=f"missing: {v.note or said}", type="missing")
                 tally["errors"] += 1
-            elif v.outcome in (Outcome.XFAIL, Outcome.FAIL, Outcome.MISSING) or v.actual is Status.SKIP:
+            elif v.outcome in (Outcome.XFAIL, Outcome.FAIL, Outcome.MISSING, Outcome.UNAVAILABLE) \
+                    or v.actual is Status.SKIP:
                 ET.SubElement(case, "skipped", message=f"{v.outcome.value}: {said}").text = v.note
                 tally["skipped"] += 1
             elif v.outcome is Outcome.IMPROVED:

@@ -243,7 +243,7 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
                 continue
             offline = environments.unreachable(env) if env.optional else None
             if offline:
-                display.env_failed(env_name, f"optional, so not gated: {offline}")
+                display.env_unavailable(env_name, offline)
                 for cell in todo:
                     results[cell.id] = runner.write(cell.result(cell.key(key), unavailable=True,
                                                                 error=f"optional environment {env_name}: {offline}"))

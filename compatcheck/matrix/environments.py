@@ -144,7 +144,7 @@ def constraints(env: Environment, config: dict[str, list[str]], into: Path) -> P
             lines = Path(source).read_text().splitlines()
         except OSError:
             continue
-        kept += [line for line in lines if package_name(line.split("#", 1)[0]) not in named]
+        kept += [line for line in lines if package_name(line.split("#", 1)[0]) not in named | {""}]
     into.write_text("".join(f"{line}\n" for line in kept))
     return into
 

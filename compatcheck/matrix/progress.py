@@ -42,8 +42,13 @@ class Display:
     def env_failed(self, name: str, message: str) -> None:
         self.say(f"environment {name}: build failed: {message}")
 
+    def env_unavailable(self, name: str, why: str) -> None:
+        self.say(f"environment {name}: unavailable, and optional, so its cells are reported and not gated: {why}")
+
     def cell_done(self, result: CellResult, resumed: bool = False) -> None:
-        if result.error:
+        if result.unavailable:
+            text = "unavailable"
+        elif result.error:
             text = f"error: {result.error}"
         else:
             counts: dict[str, int] = {}

@@ -111,8 +111,13 @@ def test_plan_resolves_model_paths_against_the_matrix_file_and_checks_them(tmp_p
 
 def test_the_repository_matrix_is_valid():
     matrix = config.load(ROOT / "matrix.yaml")
-    assert list(matrix.environments) == ["torch-2.13", "torch-2.14"]
-    assert (ROOT / matrix.baseline).is_file() and len(plan(matrix, ROOT)) == 10
+    assert list(matrix.environments) == ["torch-2.10", "torch-2.13", "torch-2.14", "torch-2.15", "nightly"]
+    # every supported release pinned and required; only the nightly may be unavailable
+    assert [env.requirements[0] for env in matrix.environments.values()][:4] == [
+        "torch==2.10.0", "torch==2.13.0", "torch==2.14.1", "torch==2.15.0"]
+    assert [name for name, env in matrix.environments.items() if env.optional] == ["nightly"]
+    assert matrix.environments["nightly"].pre
+    assert (ROOT / matrix.baseline).is_file() and len(plan(matrix, ROOT)) == 25
 
 
 def test_the_command_reports_a_bad_matrix_in_one_line_and_exits_2(tmp_path):

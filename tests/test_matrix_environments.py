@@ -179,3 +179,15 @@ def test_uv_beside_this_interpreter_is_found_without_path(tmp_path, monkeypatch)
     (bin_dir / "uv").write_text("#!/bin/sh\n")
     (bin_dir / "uv").chmod(0o755)
     assert environments.uv() == str(bin_dir / "uv") and environments.installer() == "uv"
+
+
+def test_an_index_that_does_not_answer_is_named_and_local_ones_are_not_asked(tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = Environment(requirements=["torch"], index_url=f"http://127.0.0.1:{port}/simple",
+                      extra_index_urls=[f"file://{tmp_path}"], pre=True, optional=True)
+    assert environments.unreachable(env).startswith(f"http://127.0.0.1:{port}/simple cannot be reached")
+    assert environments.unreachable(Environment(requirements=["torch"], find_links=[str(tmp_path)])) is None

@@ -60,7 +60,7 @@ def fault(error: BaseException | None) -> tuple[str, str] | None:
         match = _NO_MODULE.search(str(found))
         named = found.name or (match.group(1) if match else None)
         if not named:
-            return f"{library} could not import what it needs ({found})", f"reinstall {library}"
+            return f"{library} could not import what it needs ({found})", "install what the message names"
         top = named.split(".")[0]
         fix = f"reinstall {top}: its module {named} is missing" if top in LIBRARIES else f"pip install {top}"
         return f"{library} needs the module {named!r}, which this environment lacks", fix

@@ -241,7 +241,8 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
                     todo.append(cell)
             if not todo:
                 continue
-            offline = environments.unreachable(env) if env.optional else None
+            built_before = (env_dir / key / environments.MARKER).is_file()  # then its index is not needed
+            offline = environments.unreachable(env) if env.optional and not built_before else None
             if offline:
                 display.env_unavailable(env_name, offline)
                 for cell in todo:

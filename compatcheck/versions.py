@@ -35,17 +35,12 @@ def _parameters(function) -> set[str]:
 
 DYNAMO_EXPORTER = Feature("torch.onnx.export(dynamo=True, dynamic_shapes=...)", "2.5",
                           lambda: {"dynamo", "dynamic_shapes", "kwargs"} <= _parameters(torch.onnx.export))
-LEGACY_EXPORTER = Feature("torch.onnx.export(dynamo=False) (the TorchScript-based exporter)", "1.0",
-                          lambda: "dynamo" in _parameters(torch.onnx.export) and hasattr(torch.jit, "trace"))
+LEGACY_EXPORTER = Feature("torch.onnx.export(dynamo=False, kwargs=...) (the TorchScript-based exporter)", "2.5",
+                          lambda: {"dynamo", "kwargs"} <= _parameters(torch.onnx.export) and hasattr(torch.jit, "trace"))
 DIM_DYNAMIC = Feature("torch.export.Dim.DYNAMIC", "2.6", lambda: hasattr(torch.export.Dim, "DYNAMIC"))
 TORCH_COMPILE = Feature("torch.compile", "2.0", lambda: callable(torch.compile))
 TORCHSCRIPT_SCRIPT = Feature("torch.jit.script", "1.0", lambda: callable(torch.jit.script))
 TORCHSCRIPT_TRACE = Feature("torch.jit.trace", "1.0", lambda: callable(torch.jit.trace))
-
-
-def release() -> str:
-    """'2.15.0' for '2.15.0+cu132'."""
-    return torch.__version__.split("+")[0]
 
 
 def missing(feature: Feature) -> str | None:

@@ -61,6 +61,9 @@ def _installed(binary: Path) -> Installation:
 def _wheel() -> Installation | str:
     spec = importlib.util.find_spec("pytriton")
     if spec is None or not spec.submodule_search_locations:
+        if sys.version_info >= (3, 13):  # its server's Python stub needs numpy 1.x, which has no 3.13 wheels
+            return ("no tritonserver binary: none on PATH, and nvidia-pytriton does not install on Python "
+                    f"{PYTHON}; set COMPATCHECK_TRITONSERVER or use --triton docker")
         return ("no tritonserver binary: none on PATH, and nvidia-pytriton is not installed "
                 "(pip install 'compatcheck[triton-local]')")
     root = Path(spec.submodule_search_locations[0]) / "tritonserver"

@@ -221,6 +221,13 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
             try:
                 inputs = environments.key_inputs(env)
                 key = environments.env_key(inputs)
+                offline = environments.unreachable(env) if env.optional else None
+                if offline:  # e.g. the nightly index off this network: reported, not gated
+                    display.env_unavailable(env_name, offline)
+                    for cell in mine:
+                        results[cell.id] = runner.write(cell.result(
+                            cell.key(key), unavailable=True, error=f"optional environment {env_name}: {offline}"))
+                    continue
                 if refresh or not environments.pinned(env):
                     # What it resolves to decides its cells' key: a resumed cell must have run on the same.
                     built = environments.ensure(env_name, env, env_dir, display.env_building, refresh=refresh)
@@ -240,14 +247,6 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
                 else:
                     todo.append(cell)
             if not todo:
-                continue
-            built_before = (env_dir / key / environments.MARKER).is_file()  # then its index is not needed
-            offline = environments.unreachable(env) if env.optional and not built_before else None
-            if offline:
-                display.env_unavailable(env_name, offline)
-                for cell in todo:
-                    results[cell.id] = runner.write(cell.result(cell.key(key), unavailable=True,
-                                                                error=f"optional environment {env_name}: {offline}"))
                 continue
             try:
                 built = built or environments.ensure(env_name, env, env_dir, display.env_building)

@@ -9,6 +9,7 @@ something differently, the function here that reads it knows both spellings.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ DYNAMO_EXPORTER = Feature("torch.onnx.export(dynamo=True, dynamic_shapes=...)", 
 LEGACY_EXPORTER = Feature("torch.onnx.export(dynamo=False, kwargs=...) (the TorchScript-based exporter)", "2.5",
                           lambda: {"dynamo", "kwargs"} <= _parameters(torch.onnx.export) and hasattr(torch.jit, "trace"))
 DIM_DYNAMIC = Feature("torch.export.Dim.DYNAMIC", "2.6", lambda: hasattr(torch.export.Dim, "DYNAMIC"))
+AOT_INDUCTOR = Feature("torch._inductor.aoti_compile_and_package", "2.6",
+                       lambda: hasattr(importlib.import_module("torch._inductor"), "aoti_compile_and_package"))
 TORCH_COMPILE = Feature("torch.compile", "2.0", lambda: callable(torch.compile))
 TORCHSCRIPT_SCRIPT = Feature("torch.jit.script", "1.0", lambda: callable(torch.jit.script))
 TORCHSCRIPT_TRACE = Feature("torch.jit.trace", "1.0", lambda: callable(torch.jit.trace))

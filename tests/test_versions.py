@@ -10,7 +10,7 @@ from compatcheck.versions import Feature
 
 
 def test_the_features_the_stages_use_are_there_on_this_torch():
-    for feature in (versions.DYNAMO_EXPORTER, versions.LEGACY_EXPORTER, versions.DIM_DYNAMIC,
+    for feature in (versions.DYNAMO_EXPORTER, versions.LEGACY_EXPORTER, versions.DIM_DYNAMIC, versions.AOT_INDUCTOR,
                     versions.TORCH_COMPILE, versions.TORCHSCRIPT_SCRIPT, versions.TORCHSCRIPT_TRACE):
         assert versions.missing(feature) is None, feature.name
 

@@ -11,6 +11,7 @@ import torch
 
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
+from compatcheck.versions import AOT_INDUCTOR
 
 ARTIFACT = "model.aoti.pt2"
 
@@ -32,11 +33,10 @@ class AotInductor(Stage):
     name = "aot_inductor"
     requires = ("export",)
 
-    def available(self, ctx: StageContext) -> str | None:
-        import torch._inductor
+    def needs(self, ctx: StageContext):
+        return (AOT_INDUCTOR,)
 
-        if not hasattr(torch._inductor, "aoti_compile_and_package"):
-            return f"needs torch ≥ 2.6 (torch._inductor.aoti_compile_and_package); this is {torch.__version__}"
+    def available(self, ctx: StageContext) -> str | None:
         if _cpp_compiler() is None:
             return "no C++ compiler found: AOTInductor compiles the model to C++ (install g++ or set CXX)"
         return None

@@ -1,0 +1,23 @@
+"""Faster R-CNN from torchvision, a detection model: a list of images in, a list of dicts (boxes,
+labels, scores) out. A two-layer backbone keeps it small; random weights, nothing downloaded."""
+
+import torch
+from torch import nn
+from torchvision.models.detection import FasterRCNN
+from torchvision.models.detection.anchor_utils import AnchorGenerator
+from torchvision.ops import MultiScaleRoIAlign
+
+
+def get_model():
+    backbone = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
+                             nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU())
+    backbone.out_channels = 32
+    anchors = AnchorGenerator(sizes=((16, 32),), aspect_ratios=((0.5, 1.0, 2.0),))
+    pool = MultiScaleRoIAlign(featmap_names=["0"], output_size=7, sampling_ratio=2)
+    return FasterRCNN(backbone, num_classes=3, rpn_anchor_generator=anchors, box_roi_pool=pool,
+                      min_size=64, max_size=64, rpn_pre_nms_top_n_test=50, rpn_post_nms_top_n_test=20,
+                      box_detections_per_img=10).eval()
+
+
+def get_inputs():
+    return [([torch.rand(3, 64, 64), torch.rand(3, 48, 64)],), ([torch.rand(3, 64, 48)],)]

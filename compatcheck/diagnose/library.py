@@ -27,14 +27,15 @@ def _release(package: str) -> str:
 
 
 def advice(finding: Finding) -> str:
+    """The same text for every finding of one stage in one library with the same switch, so the report
+    can print it once."""
     package = finding.library_file.split("/", 1)[0]
-    where = f"{finding.library_file}:{finding.library_line}"
     evidence = f"{finding.library_file} {finding.library_code or ''} {finding.op or ''}"
-    steps = [f"The cause is in {_release(package)} ({where}), not in your code, so there is no line of yours to "
-             "rewrite."]
-    steps += [f"Switch: {switch}." for name, words, switch in _SWITCHES
-              if name == package and any(word in evidence for word in words)]
-    steps.append(f"Otherwise pin or upgrade {package} to a release whose code does not do this, or report it "
-                 f"upstream with the minimal reproducer (`compatcheck run ... --artifacts DIR` writes "
-                 f"reproduce_{finding.stage}.py).")
+    steps = [f"The cause is in {_release(package)}'s code, not in yours: there is no line of yours to rewrite."]
+    switches = [f"Switch: {switch}." for name, words, switch in _SWITCHES
+                if name == package and any(word in evidence for word in words)]
+    steps += switches
+    steps.append(f"{'Otherwise pin' if switches else 'Pin'} or upgrade {package} to a release whose code does not "
+                 "do this, or report it upstream with the minimal reproducer (`compatcheck run ... --artifacts DIR` "
+                 f"writes reproduce_{finding.stage}.py).")
     return " ".join(steps)

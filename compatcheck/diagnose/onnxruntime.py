@@ -74,7 +74,7 @@ def _where_outputs_differ(ctx, session, index: int) -> str:
         bad = differing(want.detach().cpu().numpy(), np.asarray(got), leaf.atol, leaf.rtol)
         if not bad.any():
             continue
-        note = f"output {leaf.output} differs in {describe(bad)}"
+        note = f"output '{leaf.output}' differs in {describe(bad)}"
         mask = masked_by(bad, feed)
         if mask is not None:
             name, dims = mask

@@ -42,14 +42,16 @@ def describe(bad: np.ndarray) -> str:
 
 
 def masked_by(bad: np.ndarray, inputs: dict[str, np.ndarray]) -> tuple[str, tuple[int, ...]] | None:
-    """(input name, output dims it lines up with) when every differing value sits where that integer or
-    bool input is 0, for an input whose dims match output dims in order; else None."""
+    """(input name, output dims it lines up with) when every differing value sits where a mask input
+    (bool, or integers that are all 0 or 1) is 0, for a mask whose dims match output dims in order."""
     where = np.nonzero(bad)
     if not where or len(where[0]) == 0:
         return None
     for name, array in inputs.items():
         if array.dtype.kind not in "biu" or array.ndim == 0 or array.ndim > bad.ndim or array.all():
             continue
+        if array.dtype.kind != "b" and not np.isin(array, (0, 1)).all():
+            continue  # token ids and indices have zeros too, but they do not mask anything
         for dims in itertools.combinations(range(bad.ndim), array.ndim):
             if tuple(bad.shape[d] for d in dims) != array.shape:
                 continue

@@ -140,12 +140,13 @@ def _library_not_scriptable(stage: str, ctx, error: BaseException):
     attribute, module, file = modules[0]
     if named is not None:
         file, line = named
-    else:
-        line = inspect.getsourcelines(type(module))[1]
+    else:  # the class statement, below its decorators
+        source, start = inspect.getsourcelines(type(module))
+        line = start + next((i for i, text in enumerate(source) if text.lstrip().startswith("class ")), 0)
     package = library_path(file).split("/", 1)[0]
     finding = user.finding(stage, "library-not-scriptable", (
         f"torch.jit.script compiles everything reachable from forward, including {package} code it cannot "
-        f"compile ({type(module).__name__} and what it calls): {_first_line(error)}. {package}'s models are "
+        f"compile ({type(module).__name__} and what it calls): {_first_line(error)}. {package} models are "
         "not written to be scripted."), location=_calling_line(ctx, attribute) if attribute else None,
         stack=[], op=type(module).__name__)
     finding.library_file, finding.library_line = library_path(file), line
@@ -190,7 +191,7 @@ def _tracer_finding(stage: str, ctx, message: str, stack):
         message = message.split(". ")[0].rstrip(".") + ": the trace keeps what input set 1 gave, as a constant."
     finding = ctx.spec.user.finding(stage, kind, message, stack=stack)
     if kind == "frozen-control-flow" or op == "float()":
-        finding.op = construct(finding.code) or op
+        finding.op = construct(finding.library_code or finding.code) or op
     else:
         finding.op = op
     return finding

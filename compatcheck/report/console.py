@@ -53,6 +53,7 @@ def render(report: Report, console: Console) -> None:
         how = "inferred from the input sets" if report.model.dynamic_shapes_inferred else "from get_dynamic_shapes()"
         console.print(f"dynamic shapes ({how}): {report.model.dynamic_shapes}")
     shown_rewrites: set[str] = set()
+    shown_advice: set[str] = set()
     for finding in report.findings:
         where = f"{finding.file}:{finding.line}" if finding.file and finding.line else "-"
         console.print(f"[bold]{finding.stage}[/] {finding.kind} {escape(where)}: {escape(finding.message)}",
@@ -63,7 +64,10 @@ def render(report: Report, console: Console) -> None:
             console.print(f"    in {escape(finding.library_file)}:{finding.library_line}", highlight=False)
             if finding.library_code:
                 console.print(f"    > {escape(finding.library_code)}", highlight=False)
-        if finding.advice:
+        if finding.advice and finding.advice in shown_advice:
+            console.print("    advice: as above", highlight=False)
+        elif finding.advice:
+            shown_advice.add(finding.advice)
             console.print("    advice: " + escape(finding.advice), highlight=False)
         if finding.rewrite and finding.rewrite in shown_rewrites:
             console.print("    rewrite: as above", highlight=False)

@@ -48,7 +48,10 @@ def _item(finding: Finding, shown: dict[str, str]) -> list[str]:
     if finding.library_file:
         lines += ["", f"  In library code, at {_code(f'{finding.library_file}:{finding.library_line}')}:"]
         lines += _block(finding.library_code) if finding.library_code else []
-    if finding.advice:
+    if finding.advice and finding.advice in shown:
+        lines += ["", f"  Advice: the same as under `{shown[finding.advice]}` above."]
+    elif finding.advice:
+        shown[finding.advice] = finding.stage
         lines += ["", f"  Advice: {_text(finding.advice)}"]
     if finding.rewrite and finding.rewrite in shown:
         lines += ["", f"  Rewrite: the same as under `{shown[finding.rewrite]}` above."]

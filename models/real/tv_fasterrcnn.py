@@ -20,4 +20,4 @@ def get_model():
 
 
 def get_inputs():
-    return [([torch.rand(3, 64, 64), torch.rand(3, 48, 64)],), ([torch.rand(3, 64, 48)],)]
+    return [([torch.rand(3, 64, 64), torch.rand(3, 48, 64)],), ([torch.rand(3, 64, 48), torch.rand(3, 56, 56)],)]

@@ -6,6 +6,7 @@ sample whose size there is at least 2."""
 from __future__ import annotations
 
 import ast
+import re
 
 from torch.utils import _pytree as pytree
 
@@ -42,22 +43,60 @@ def _reordered(statement: ast.Return, text: str, first: int, count: int) -> str 
     return f"return [{', '.join(parts)}]"
 
 
-def size_one_sample(stage: str, ctx) -> Finding | None:
-    """A finding when the artifact works on input set 1 but not on a later one, and input set 1 has
-    size 0 or 1 where that set has another size."""
+# torch.export's own words when a dim declared dynamic had size 0 or 1 in the sample.
+_EXPORT_SAID = re.compile(r"0/1 specialized due to hint of (\d) for dimension inputs(\S*?)\.shape\[(\d+)\]")
+
+
+def _pinned(ctx, error: BaseException | None) -> tuple[list, int] | None:
+    """([(leaf, dim, size in the sample, size in the other set)], that other set's index), when the
+    sample's size 0 or 1 is what broke the stage: export said so, or the artifact built from input set 1
+    works on it and fails on a later set that has another size there."""
+    sets = ctx.spec.input_sets
+    sample = _named_shapes(sets[0])
+    said = [m.groups() for m in _EXPORT_SAID.finditer(_chain_text(error))]
+    if said:
+        found = []
+        for size, path, dim in said:
+            name = path.split("'")[1] if "'" in path else None
+            leaf = next((i for i, (n, _) in enumerate(sample) if n == name), None)
+            if leaf is None and len(sample) == 1:
+                leaf = 0
+            if leaf is not None:
+                other = next((k for k, s in enumerate(sets) if _named_shapes(s)[leaf][1][int(dim)] != int(size)), None)
+                if other is not None:
+                    found.append((leaf, int(dim), int(size), _named_shapes(sets[other])[leaf][1][int(dim)], other))
+        return ([f[:4] for f in found], found[0][4]) if found else None
     results = ctx.input_results
     if not results or not results[0].ok:
         return None
     failing = next((r.index for r in results if not r.ok), None)
     if failing is None:
         return None
-    sets = ctx.spec.input_sets
-    sample, other = _named_shapes(sets[0]), _named_shapes(sets[failing])
+    other = _named_shapes(sets[failing])
     pinned = [(leaf, dim, size, other[leaf][1][dim]) for leaf, (_, shape) in enumerate(sample)
               if leaf < len(other) and len(other[leaf][1]) == len(shape)
               for dim, size in enumerate(shape) if size in (0, 1) and other[leaf][1][dim] != size]
-    if not pinned:
+    return (pinned, failing) if pinned else None
+
+
+def _chain_text(error: BaseException | None) -> str:
+    texts, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        texts.append(str(error))
+        error = error.__cause__ or error.__context__
+    return "\n".join(texts)
+
+
+def size_one_sample(stage: str, ctx, error: BaseException | None = None) -> Finding | None:
+    """A finding when input set 1 (the sample) has size 0 or 1 in a dim another input set varies, and
+    that is what broke the stage."""
+    found = _pinned(ctx, error)
+    if found is None:
         return None
+    pinned, failing = found
+    sets = ctx.spec.input_sets
+    sample = _named_shapes(sets[0])
     good = next((k for k, s in enumerate(sets)
                  if all(len(_named_shapes(s)) > leaf and _named_shapes(s)[leaf][1][dim] >= 2
                         for leaf, dim, _, _ in pinned)), None)
@@ -67,8 +106,8 @@ def size_one_sample(stage: str, ctx) -> Finding | None:
            if good is not None else "trace and export with a sample whose size there is 2 or more (no input set "
                                     "has one)")
     message = (f"input set 1, the sample {stage} is built from, has size {size} in {where}, where input set "
-               f"{failing + 1} has {wanted}: torch.export and torch.jit.trace specialize sizes 0 and 1, so the "
-               f"artifact takes only size {size} there. Fix: {fix}.")
+               f"{failing + 1} has {wanted}: sizes 0 and 1 are special to export and tracing (torch.export "
+               f"specializes them), so the artifact takes only size {size} there. Fix: {fix}.")
     located = _get_inputs_return(ctx.spec.path)
     finding = ctx.spec.user.finding(stage, "dynamic-shape", message, op="size-1 sample",
                                     location=(str(ctx.spec.path), located[0]) if located else None)
@@ -79,7 +118,7 @@ def size_one_sample(stage: str, ctx) -> Finding | None:
     return finding
 
 
-def first_if_size_one(stage: str, ctx, findings: list[Finding]) -> list[Finding]:
-    """The stage's findings, led by the 0/1-specialization one when that is what broke a later input set."""
-    found = size_one_sample(stage, ctx)
+def first_if_size_one(stage: str, ctx, findings: list[Finding], error: BaseException | None = None) -> list[Finding]:
+    """The stage's findings, led by the 0/1-specialization one when that is what broke the stage."""
+    found = size_one_sample(stage, ctx, error)
     return [found, *findings] if found is not None else findings

@@ -107,7 +107,7 @@ class OnnxExport(Stage):
             first_error, events = self.retried
             findings += retried_findings(self.name, ctx, self.program.exported_program, first_error, events,
                                          _per_leaf_dynamic_dims(ctx))
-        return first_if_size_one(self.name, ctx, findings)
+        return first_if_size_one(self.name, ctx, findings, error)
 
     def reproduce(self, ctx: StageContext) -> str:
         if ctx.options.onnx_exporter == "legacy":

@@ -7,6 +7,31 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 VOCAB = 128
 
+# The verdicts compatcheck must give on CPU with tests/real-requirements.txt (torch 2.14.1, transformers
+# 5.24); tests/test_real_models.py asserts them, and the findings below, from one run with TEST_OPTIONS.
+EXPECTED = {
+    "eager": "pass",
+    "jit_script": "fail",
+    "jit_trace": "pass",
+    "onnx_export": "pass",
+    "onnxruntime": "mismatch",
+}
+# stage, kind, the text on the user's line it points at, the library file where it happened, and
+# what the message or advice must say.
+EXPECTED_FINDINGS = [
+    {"stage": "jit_script", "kind": "library-not-scriptable", "line": "return self.lm(",
+     "library_file": "transformers/models/llama/modeling_llama.py",
+     "says": ["compiles everything reachable from forward", "The routes that work here: TorchScript (trace)."]},
+    {"stage": "jit_trace", "kind": "frozen-control-flow", "line": "return self.lm(",
+     "library_file": "transformers/integrations/sdpa_attention.py", "says": ['attn_implementation="eager"']},
+    {"stage": "onnxruntime", "kind": "numeric-divergence", "line": "return self.lm(",
+     "library_file": "transformers/models/llama/modeling_llama.py",
+     "says": ["at dim 0 index 1 of 2; dim 1 indices 0-2 of 8", "every differing value lies where input attention_mask is 0"]},
+]
+EXPECTED_ROUTES = {"TorchScript (script)": "blocked", "TorchScript (trace)": "works-with-warnings",
+                   "ONNX → onnxruntime → Triton": "blocked"}
+TEST_OPTIONS = []
+
 
 class Generator(nn.Module):
     def __init__(self):

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
-from compatcheck.diagnose.errors import error_finding
+from compatcheck.diagnose.errors import error_finding, error_stack
 
 _TENSOR_METHOD = re.compile(r"\bTensor\.(\w+)\(")
 _LOWERING_TARGET = re.compile(r"target: (\w+\.\w+(?:\.\w+)?)")
@@ -55,7 +55,8 @@ def _deadline(seconds: float):
         raise _OutOfBudget
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    # It fires again every 0.5 s until the block is left, in case code under it swallowed the first one.
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001), 0.5)
     try:
         yield
     finally:
@@ -111,10 +112,26 @@ def _key(finding) -> tuple:
     return finding.file, finding.line, finding.library_file, finding.library_line
 
 
+_GUARD = re.compile(r"Could not guard on data-dependent expression (.+?) \(unhinted")
+
+
+def _raised(stage: str, ctx, error: BaseException):
+    """The break fullgraph raised, from the error itself: the stack dynamo kept, else the user stack it
+    printed (a data-dependent guard's 'Caused by' frame is its innermost one)."""
+    real_stack = getattr(error, "real_stack", None)
+    guard = _GUARD.search(str(error))
+    if guard:
+        message = f"the code branches on a value computed from the input (data-dependent guard {guard.group(1)})"
+        finding = ctx.spec.user.finding(stage, "data-dependent-guard", message, stack=str(error))
+        finding.op = _op(finding.library_code or finding.code, str(error))
+        return finding
+    return _break_finding(stage, ctx, _headline(error), str(error), real_stack or error_stack(ctx, error))
+
+
 def _graph_breaks(stage: str, ctx, error: BaseException) -> list:
     # The raised break first, from the error itself: its message is better than the search's (which can
     # be as terse as 'generic_jump'), and it needs no second compile.
-    raised = _break_finding(stage, ctx, _headline(error), str(error), getattr(error, "real_stack", None) or [])
+    raised = _raised(stage, ctx, error)
     findings = [raised] if raised.file or raised.library_file else []
     seconds = budget(ctx)
     started = time.perf_counter()
@@ -142,7 +159,7 @@ def graph_break_findings(stage: str, ctx, error: BaseException | None) -> list:
         return []
     import torch
 
-    if stage == "compile_fullgraph" and isinstance(error, torch._dynamo.exc.Unsupported):
+    if stage == "compile_fullgraph" and isinstance(error, (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError)):
         return _graph_breaks(stage, ctx, error)
     target = _LOWERING_TARGET.search(str(error))
     return [error_finding(stage, ctx, error, "compile-error", op=target.group(1) if target else None)]

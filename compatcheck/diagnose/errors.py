@@ -23,7 +23,7 @@ def locate(ctx, error: BaseException):
 def error_stack(ctx, error: BaseException):
     """The stack an error happened in: the one printed in its message, else its traceback's."""
     text = str(error)
-    return text if ctx.spec.user.from_stack_text(text) else ctx.spec.user.exception_stack(error)
+    return text if ctx.spec.user.printed_locations(text) else ctx.spec.user.exception_stack(error)
 
 
 def error_finding(stage: str, ctx, error: BaseException, kind: str, *, op: str | None = None,

@@ -8,6 +8,7 @@ import linecache
 import re
 import sys
 import textwrap
+import traceback
 import types
 
 from compatcheck.diagnose.catalog import with_rewrites
@@ -210,7 +211,16 @@ def _container_output(stage: str, ctx, error: BaseException, container: str):
         location = (file, start + (returns[0].lineno if returns else 1) - 1)
     except (OSError, TypeError, SyntaxError):
         pass
-    return ctx.spec.user.finding(stage, "container-output", _first_line(error), location=location, op=container)
+    if location is None or ctx.spec.user.owns(location[0]):
+        return ctx.spec.user.finding(stage, "container-output", _first_line(error), location=location, op=container)
+    # The model class is library code: the return statement is the library's, the trace call is the user's.
+    finding = ctx.spec.user.finding(stage, "container-output", _first_line(error), op=container,
+                                    stack=[traceback.FrameSummary(location[0], location[1], "forward")])
+    finding.advice = (f"{type(ctx.spec.model).__name__} returns a {container}: trace it with "
+                      "torch.jit.trace(model, example_inputs, strict=False) when its keys never change with the "
+                      f"input, or wrap it in a module of yours whose forward returns a tuple of the {container}'s "
+                      "values.")
+    return finding
 
 
 def _pinned_sizes(stage: str, ctx, findings: list) -> list:

@@ -147,7 +147,7 @@ def _graph_breaks(stage: str, ctx, error: BaseException) -> list:
             findings.append(finding)
     findings = findings or [error_finding(stage, ctx, error, "graph-break")]
     if cut_short:
-        findings[0].message += (f" The search for further graph breaks was cut short after "
+        findings[0].message = findings[0].message.rstrip(". ") + (f". The search for further graph breaks was cut short after "
                                 f"{time.perf_counter() - started:.1f}s (--diagnose-budget {seconds:g}): "
                                 f"this list of {len(findings)} may be incomplete.")
     return findings

@@ -13,15 +13,11 @@ VOCAB = 128
 # with these versions this model exports and runs on batch 2 as well, and the verdicts say so.
 EXPECTED = {
     "eager": "pass",
-    "jit_trace": "pass",
     "onnx_export": "pass",
     "onnxruntime": "pass",
 }
-EXPECTED_FINDINGS = [
-    {"stage": "jit_trace", "kind": "frozen-control-flow", "line": "return self.lm(",
-     "library_file": "transformers/masking_utils.py"},
-]
-EXPECTED_ROUTES = {"TorchScript (trace)": "works-with-warnings", "ONNX → onnxruntime → Triton": "works"}
+EXPECTED_FINDINGS = []
+EXPECTED_ROUTES = {"ONNX → onnxruntime → Triton": "works"}
 TEST_OPTIONS = []
 
 

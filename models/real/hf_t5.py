@@ -7,6 +7,24 @@ from transformers import T5Config, T5ForConditionalGeneration
 
 VOCAB = 64
 
+# The verdicts compatcheck must give on CPU with tests/real-requirements.txt (torch 2.14.1, transformers 5.24);
+# tests/test_real_models.py asserts them, and the findings below, from one run with TEST_OPTIONS.
+# The exporter cannot translate T5's attention reshape with a dynamic batch and length, whether the
+# inferred dims are spelled Dim.DYNAMIC or (retried) Dim.AUTO: a fail, pointing into modeling_t5.py.
+EXPECTED = {
+    "eager": "pass",
+    "jit_script": "fail",
+    "onnx_export": "fail",
+}
+EXPECTED_FINDINGS = [
+    {"stage": "jit_script", "kind": "library-not-scriptable", "line": "return self.t5(",
+     "library_file": "transformers/models/t5/modeling_t5.py"},
+    {"stage": "onnx_export", "kind": "unsupported-op", "line": "return self.t5(",
+     "library_file": "transformers/models/t5/modeling_t5.py", "says": ["report it upstream"]},
+]
+EXPECTED_ROUTES = {"TorchScript (script)": "blocked", "ONNX → onnxruntime → Triton": "blocked"}
+TEST_OPTIONS = []
+
 
 class Translator(nn.Module):
     def __init__(self):

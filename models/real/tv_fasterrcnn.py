@@ -8,6 +8,26 @@ from torchvision.models.detection.anchor_utils import AnchorGenerator
 from torchvision.ops import MultiScaleRoIAlign
 
 
+# The verdicts compatcheck must give on CPU with tests/real-requirements.txt (torch 2.14.1, torchvision 0.29);
+# tests/test_real_models.py asserts them, and the findings below, from one run with TEST_OPTIONS.
+# compile_backend aot_eager keeps compile_fullgraph quick on two cores; the break it raises comes
+# from dynamo, the same for every backend. The search for further breaks stops at its budget.
+EXPECTED = {
+    "eager": "pass",
+    "compile_fullgraph": "fail",
+    "jit_script": "pass",
+    "jit_trace": "fail",
+}
+EXPECTED_FINDINGS = [
+    {"stage": "compile_fullgraph", "kind": "data-dependent-guard", "line": None,
+     "library_file": "torchvision/ops/boxes.py", "says": ["data-dependent guard"]},
+    {"stage": "jit_trace", "kind": "frozen-control-flow", "line": None,
+     "library_file": "torchvision/models/detection/_utils.py"},
+]
+EXPECTED_ROUTES = {"TorchScript (script)": "works", "TorchScript (trace)": "blocked"}
+TEST_OPTIONS = ["--compile-backend", "aot_eager"]
+
+
 def get_model():
     backbone = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
                              nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU())

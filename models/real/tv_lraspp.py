@@ -11,16 +11,13 @@ EXPECTED = {
     "eager": "pass",
     "jit_script": "pass",
     "jit_trace": "fail",
-    "onnx_export": "pass",
-    "onnxruntime": "pass",
 }
 # The dict is returned by torchvision's forward, not the user's: the finding names that frame.
 EXPECTED_FINDINGS = [
     {"stage": "jit_trace", "kind": "container-output", "line": None,
      "library_file": "torchvision/models/segmentation/lraspp.py", "says": ["strict=False"]},
 ]
-EXPECTED_ROUTES = {"TorchScript (script)": "works", "TorchScript (trace)": "blocked",
-                   "ONNX → onnxruntime → Triton": "works"}
+EXPECTED_ROUTES = {"TorchScript (script)": "works", "TorchScript (trace)": "blocked"}
 TEST_OPTIONS = []
 
 

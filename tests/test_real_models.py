@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.conftest import REAL_MODELS, REAL_PYTHON, run_cli
-from tests.test_findings import _literal, line_of
+from tests.test_findings import _literal
 
 REAL_FILES = sorted(p for p in REAL_MODELS.glob("*.py") if _literal(p, "EXPECTED"))
 needs_real = pytest.mark.skipif(
@@ -20,6 +20,13 @@ def test_every_real_model_states_verdicts_findings_and_options():
     assert len(REAL_FILES) >= 6
     for path in REAL_FILES:
         assert _literal(path, "EXPECTED_FINDINGS") is not None and _literal(path, "TEST_OPTIONS") is not None, path
+
+
+def code_line(path, start):
+    """The one line of code that starts with `start` (the tables quoting it do not)."""
+    lines = [n for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip().startswith(start)]
+    assert len(lines) == 1, f"{start!r} starts lines {lines} of {path.name}"
+    return lines[0]
 
 
 @pytest.fixture(scope="module", params=REAL_FILES, ids=[p.stem for p in REAL_FILES])
@@ -50,7 +57,7 @@ def test_real_model_findings(real_run):
     """Each expected finding: its kind at the user's line (or none), with the library file where it happened."""
     path, _, report, _ = real_run
     for want in _literal(path, "EXPECTED_FINDINGS"):
-        line = line_of(path, want["line"]) if want.get("line") else None
+        line = code_line(path, want["line"]) if want.get("line") else None
         matches = [f for f in report["findings"] if f["stage"] == want["stage"] and f["kind"] == want["kind"]
                    and f["line"] == line and f["library_file"] == want.get("library_file")]
         assert matches, f"{path.stem}: {want} not among {[(f['stage'], f['kind'], f['line'], f['library_file']) for f in report['findings']]}"

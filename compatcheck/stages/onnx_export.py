@@ -17,6 +17,8 @@ class OnnxExport(Stage):
     def __init__(self):
         self.program = None
         self.reused = False
+        self.retried: tuple | None = None  # (the Dim.DYNAMIC error, specializations) when Dim.AUTO exported it
+        self.auto_failed: str | None = None  # what the Dim.AUTO export raised when it failed too
 
     def _exported(self, ctx: StageContext):
         """The export stage's program when it passed in this run: the same torch.export capture the
@@ -25,7 +27,6 @@ class OnnxExport(Stage):
         if ctx.previous.get("export") != "pass" or path is None:
             return None
         return torch.export.load(path)
-        self.retried: tuple | None = None  # (the Dim.DYNAMIC error, specializations) when Dim.AUTO exported it
 
     def build(self, ctx: StageContext):
         import onnx
@@ -83,8 +84,10 @@ class OnnxExport(Stage):
                     program = self._export(ctx, ctx.spec.model, as_auto(ctx.spec.dynamic_shapes))
                 self.retried = (error, events)
                 return program
-            except Exception:
-                pass  # the verdict is about the first recipe: its error is the one to report
+            except Exception as again:  # the verdict is about the first recipe: its error is the one to report
+                from compatcheck.harness import one_line
+
+                self.auto_failed = one_line(again, 200)
         cause = restate(self.name, ctx, error)  # the exporter's first line names the step, not the cause
         if cause is None:
             raise error
@@ -103,6 +106,9 @@ class OnnxExport(Stage):
         from compatcheck.diagnose.sample import first_if_size_one
 
         findings = export_findings(self.name, ctx, error, self.program and self.program.exported_program)
+        if self.auto_failed and findings:  # not one spelling of the dims tripping the exporter: both do
+            findings[0].message = (findings[0].message.rstrip(". ") + ". Exported again with the inferred dims as "
+                                   f"Dim.AUTO, it fails too: {self.auto_failed}")
         if self.retried is not None and self.program is not None:
             first_error, events = self.retried
             findings += retried_findings(self.name, ctx, self.program.exported_program, first_error, events,

@@ -20,7 +20,8 @@ EXPECTED_FINDINGS = [
     {"stage": "jit_script", "kind": "library-not-scriptable", "line": "return self.t5(",
      "library_file": "transformers/models/t5/modeling_t5.py"},
     {"stage": "onnx_export", "kind": "unsupported-op", "line": "return self.t5(",
-     "library_file": "transformers/models/t5/modeling_t5.py", "says": ["report it upstream"]},
+     "library_file": "transformers/models/t5/modeling_t5.py",
+     "says": ["report it upstream", "Exported again with the inferred dims as Dim.AUTO, it fails too"]},
 ]
 EXPECTED_ROUTES = {"TorchScript (script)": "blocked", "ONNX → onnxruntime → Triton": "blocked"}
 TEST_OPTIONS = []

@@ -19,8 +19,9 @@ EXPECTED = {
     "onnxruntime": "pass",
 }
 EXPECTED_FINDINGS = []
-EXPECTED_ROUTES = {"torch.compile": "works", "TorchScript (script)": "works", "TorchScript (trace)": "works",
-                   "ONNX → onnxruntime → Triton": "works"}
+# The tracer warns about timm's shape checks, which hold for every input set here.
+EXPECTED_ROUTES = {"torch.compile": "works", "TorchScript (script)": "works",
+                   "TorchScript (trace)": "works-with-warnings", "ONNX → onnxruntime → Triton": "works"}
 TEST_OPTIONS = ["--compile-backend", "aot_eager"]
 
 

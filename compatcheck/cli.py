@@ -132,6 +132,9 @@ def run(
     onnx_exporter: str = typer.Option("dynamo", "--onnx-exporter", help="dynamo or legacy."),
     onnx_opset: Optional[int] = typer.Option(None, "--onnx-opset", help="ONNX opset (default: the exporter's)."),
     compile_backend: str = typer.Option("inductor", "--compile-backend", help="torch.compile backend."),
+    diagnose_budget: Optional[float] = typer.Option(
+        None, "--diagnose-budget", help="Seconds the search for further graph breaks may take (default: the "
+        "stage's own time + 10); the finding says when the list was cut short."),
     rewrites: Optional[Path] = typer.Option(
         None, "--rewrites", help="A YAML rewrite catalog; its entries take precedence over the built-in ones."),
     triton: str = typer.Option(
@@ -195,7 +198,7 @@ def run(
         options = RunOptions(
             stages=ladder.select(_names(stages), _names(skip)), timeout=timeout, atol=atol, rtol=rtol,
             onnx_exporter=onnx_exporter, onnx_opset=onnx_opset, compile_backend=compile_backend,
-            rewrites=str(rewrites) if rewrites else None,
+            diagnose_budget=diagnose_budget, rewrites=str(rewrites) if rewrites else None,
             memory_limit_mb=memory_limit, bench_seconds=bench_seconds if bench else None,
             triton_launcher=triton, triton_url=triton_url, **({"triton_image": triton_image} if triton_image else {}),
         )

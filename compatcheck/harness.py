@@ -128,6 +128,7 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             result.error = "".join(traceback.format_exception(exc))[-MAX_ERROR_TEXT:]
         finally:
             result.seconds = round(time.perf_counter() - started, 3)
+            ctx.stage_seconds = result.seconds
             result.backend = stage.backend(ctx)
             try:
                 result.findings = stage.diagnose(ctx, error)

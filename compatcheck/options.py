@@ -44,6 +44,8 @@ class RunOptions(BaseModel):
     onnx_exporter: str = Field("dynamo", pattern="^(dynamo|legacy)$")
     onnx_opset: int | None = Field(None, ge=7)
     compile_backend: str = "inductor"
+    diagnose_budget: float | None = Field(
+        None, gt=0, description="seconds the search for further graph breaks may take; default: the stage's own time + 10")
     rewrites: str | None = Field(None, description="a user rewrite catalog (YAML), before the built-in one")
     bench_seconds: float | None = Field(None, gt=0, allow_inf_nan=False,
                                         description="with --bench: time budget per artifact and input set")

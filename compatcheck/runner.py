@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from compatcheck import __version__, redact
+from compatcheck import __version__, redact, routes
 from compatcheck import stages as ladder
 from compatcheck.cache import StageCache, run_key
 from compatcheck.dependencies import unchanged
@@ -176,6 +176,8 @@ def _execute(model, factory, options, workdir, published, command, on_event, job
         stage.artifacts = {key: published.path_of(workdir, path) for key, path in stage.artifacts.items()
                            } if published else {}
     report.findings = [finding for stage in report.stages for finding in stage.findings]
+    report.routes = routes.summarize(report)
+    routes.annotate(report)
     add_speedups(report.stages)
     report.seconds = round(time.monotonic() - started, 3)
     return report

@@ -8,13 +8,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"
+# Real third-party architectures (transformers, timm, torchvision): they need an environment where
+# those import, which the PyPI torchvision does beside torch 2.14.1; .ci/run builds it and names its
+# python in COMPATCHECK_REAL_PYTHON.
+REAL_MODELS = MODELS / "real"
+REAL_PYTHON = os.environ.get("COMPATCHECK_REAL_PYTHON")
 
 
-def run_cli(*args: str, timeout: float = 600, cwd: Path | None = None, env: dict | None = None):
-    """Run `compatcheck` as a user would, in a subprocess."""
+def run_cli(*args: str, timeout: float = 600, cwd: Path | None = None, env: dict | None = None,
+            python: str | None = None):
+    """Run `compatcheck` as a user would, in a subprocess (of `python`, default this interpreter)."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "compatcheck", *args], capture_output=True, text=True, timeout=timeout,
+        [python or sys.executable, "-m", "compatcheck", *args], capture_output=True, text=True, timeout=timeout,
         cwd=cwd or ROOT, env=full_env,
     )
 

@@ -188,3 +188,19 @@ def test_run_attaches_the_rewrite_from_the_user_file(tmp_path):
     rewrites = [f["rewrite"] for f in report["findings"] if f["op"] == "dict"]
     assert rewrites == ["return Output(**heads)  # our NamedTuple"], proc.stdout
     assert report["options"]["rewrites"] == str(path.resolve())
+
+
+def test_the_catalog_rewrite_goes_where_it_fits_the_line_and_library_advice_where_the_cause_is_library_code():
+    catalog = load(None)
+    mine = Finding(stage="jit_trace", kind="frozen-constant", op="Tensor.item", file="m.py", line=4,
+                   code="peak = x.abs().max().item()", message="...")
+    theirs = Finding(stage="jit_trace", kind="frozen-constant", op="Tensor.item", file="m.py", line=9,
+                     code="return self.lm(input_ids).logits", message="...",
+                     library_file="transformers/models/llama/modeling_llama.py", library_line=120,
+                     library_code="n = mask.sum().item()")
+    catalog.attach([mine, theirs])
+    assert mine.rewrite == catalog.match(mine).text() and mine.advice is None
+    assert theirs.rewrite is None
+    assert "not in yours" in theirs.advice and "report it upstream" in theirs.advice
+    assert "reproduce_jit_trace.py" in theirs.advice
+    assert "attn_implementation" not in theirs.advice  # no switch that does not fit this code

@@ -1,4 +1,4 @@
-"""The Markdown checklist, from a real report: deepest stage, a box per finding with its line, code
+"""The Markdown checklist, from a real report: the routes, a box per finding with its line, code
 and rewrite, the numbers that held, the versions; and that it renders as meant."""
 
 import json
@@ -37,9 +37,13 @@ def test_checklist_command_writes_what_run_markdown_wrote(written):
     assert from_run == from_json
 
 
-def test_header_names_the_deepest_stage_and_the_ladder(written):
+def test_header_summarizes_the_routes_and_the_ladder(written):
     _, text, _ = written
-    assert "**Deepest stage reached:** `jit_script`" in text
+    line = line_of(MODEL, "if x.sum() > 0:")
+    assert "- ✅ TorchScript (script): works" in text
+    assert (f"- ❌ TorchScript (trace): blocked at jit\\_trace by frozen-control-flow if at "
+            f"data\\_dependent\\_if.py:{line}") in text
+    assert "- ⏭️ torch.compile: not checked: none of its stages ran" in text
     assert "✅ eager → ✅ jit_script → ⚠️ jit_trace → ❌ onnx_export" in text
     assert "## To do: 2 items in 2 blocked stages" in text
 
@@ -107,5 +111,5 @@ def test_a_blocked_stage_without_findings_still_gets_a_box():
         StageResult(name="eager", status=Status.PASS),
         StageResult(name="compile", status=Status.TIMEOUT, reason="ran past --timeout (600s)")])
     text = checklist(report)
-    assert "**Deepest stage reached:** `eager`" in text
+    assert "- ❌ torch.compile: blocked at compile by ran past --timeout (600s)" in text
     assert "### ⏱️ `compile`: timeout" in text and "\n- [ ] find out why" in text

@@ -46,7 +46,8 @@ COLUMNS = {"fullgraph": "compile_fullgraph", "onnx": "onnx_export", "ort": "onnx
 
 def readme_table() -> dict[str, dict[str, str]]:
     """model file -> {stage: symbol} from the README's verdict table of the example models."""
-    lines = ROOT.joinpath("README.md").read_text().split("## Example models", 1)[1].splitlines()
+    section = ROOT.joinpath("README.md").read_text().split("## Example models", 1)[1].split("\n## ", 1)[0]
+    lines = section.splitlines()
     header = next(line for line in lines if line.startswith("| model |"))
     stages = [COLUMNS.get(c.strip(), c.strip()) for c in header.strip("|").split("|")[2:]]
     table = {}

@@ -68,8 +68,14 @@ class Catalog:
         return next((entry for entry in self.entries if entry.matches(finding)), None)
 
     def attach(self, findings: list[Finding]) -> list[Finding]:
-        """Give every finding without a rewrite the first matching entry's."""
+        """Give every finding without a rewrite the first matching entry's; a finding whose cause is in
+        library code gets the advice that fits a library instead: the catalog's code would not fit it."""
+        from compatcheck.diagnose.library import advice
+
         for finding in findings:
+            if finding.library_file:
+                finding.advice = finding.advice or advice(finding)
+                continue
             entry = None if finding.rewrite else self.match(finding)
             if entry is not None:
                 finding.rewrite = entry.text()

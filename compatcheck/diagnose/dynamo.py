@@ -1,15 +1,22 @@
 """Findings for torch.compile: every graph break that blocks fullgraph, at the user's line.
 
-fullgraph=True stops at the first break; torch._dynamo.explain walks past it and lists them all.
+fullgraph=True stops at the first break, whose error names the cause: that finding comes at once.
+Compiling again with graph breaks allowed walks past it and lists the others; on a big model that
+hunt can take many times the stage itself, so it runs within a time budget (--diagnose-budget,
+default the stage's own time plus 10 s) and the finding says when the list was cut short.
 """
 
 from __future__ import annotations
 
 import re
+import signal
+import threading
+import time
+from contextlib import contextmanager
 
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
-from compatcheck.diagnose.errors import error_finding
+from compatcheck.diagnose.errors import error_finding, error_stack
 
 _TENSOR_METHOD = re.compile(r"\bTensor\.(\w+)\(")
 _LOWERING_TARGET = re.compile(r"target: (\w+\.\w+(?:\.\w+)?)")
@@ -30,20 +37,61 @@ def _op(code: str | None, reason: str) -> str | None:
     return f"Tensor.{method.group(1)}" if method else found
 
 
-def _breaks(ctx) -> list[tuple[str, list]]:
-    """(reason, user stack) per graph break, explained with the scalar and dynamic-shape capture that
-    fullgraph=True turns on, so breaks fullgraph does not have are not listed."""
+DEFAULT_EXTRA_SECONDS = 10.0
+
+
+class _OutOfBudget(BaseException):
+    """Raised by the timer inside dynamo; a BaseException, so dynamo's own handlers let it through."""
+
+
+@contextmanager
+def _deadline(seconds: float):
+    """Interrupt the block after `seconds` with _OutOfBudget (a timer signal: only in the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _OutOfBudget
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    # It fires again every 0.5 s until the block is left, in case code under it swallowed the first one.
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001), 0.5)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def budget(ctx) -> float:
+    """Seconds the search for further graph breaks may take."""
+    given = ctx.options.diagnose_budget
+    return given if given is not None else ctx.stage_seconds + DEFAULT_EXTRA_SECONDS
+
+
+def _breaks(ctx, seconds: float) -> tuple[list[tuple[str, list]], bool]:
+    """(reason, stack) per graph break found within `seconds`, and whether the search was cut short.
+
+    Compiled with the scalar and dynamic-shape capture that fullgraph=True turns on, so breaks
+    fullgraph does not have are not listed; breaks are recorded as each graph compiles, so what was
+    found before the deadline is kept."""
     import torch
+    from torch._dynamo.backends.debugging import ExplainWithBackend
 
     first = ctx.spec.input_sets[0]
+    explainer = ExplainWithBackend("eager")
+    cut_short = False
     torch._dynamo.reset()
     try:
         with torch._dynamo.config.patch(capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True), \
-                torch.no_grad():
-            explained = torch._dynamo.explain(ctx.spec.model)(*first.args, **first.kwargs)
+                torch.no_grad(), _deadline(seconds):
+            torch.compile(ctx.spec.model, backend=explainer)(*first.args, **first.kwargs)
+    except _OutOfBudget:
+        cut_short = True
     finally:
         torch._dynamo.reset()
-    return [(reason.reason, reason.user_stack) for reason in explained.break_reasons]
+    return [(reason.reason, reason.user_stack) for reason in explainer.break_reasons], cut_short
 
 
 def _headline(error: BaseException) -> str:
@@ -56,26 +104,55 @@ def _headline(error: BaseException) -> str:
     return f"{gb_type}: {explanation}".strip(": ") if gb_type else _describe(text)
 
 
+def _break_finding(stage: str, ctx, message: str, reason: str, stack):
+    finding = ctx.spec.user.finding(stage, "graph-break", message, stack=stack)
+    finding.op = _op(finding.library_code or finding.code, reason)
+    return finding
+
+
+def _key(finding) -> tuple:
+    return finding.file, finding.line, finding.library_file, finding.library_line
+
+
+_GUARD = re.compile(r"Could not guard on data-dependent expression (.+?) \(unhinted")
+
+
+def _raised(stage: str, ctx, error: BaseException):
+    """The break fullgraph raised, from the error itself: the stack dynamo kept, else the user stack it
+    printed (a data-dependent guard's 'Caused by' frame is its innermost one)."""
+    real_stack = getattr(error, "real_stack", None)
+    guard = _GUARD.search(str(error))
+    if guard:
+        message = f"the code branches on a value computed from the input (data-dependent guard {guard.group(1)})"
+        finding = ctx.spec.user.finding(stage, "data-dependent-guard", message, stack=str(error))
+        finding.op = _op(finding.library_code or finding.code, str(error))
+        return finding
+    return _break_finding(stage, ctx, _headline(error), str(error), real_stack or error_stack(ctx, error))
+
+
 def _graph_breaks(stage: str, ctx, error: BaseException) -> list:
-    user = ctx.spec.user
+    # The raised break first, from the error itself: its message is better than the search's (which can
+    # be as terse as 'generic_jump'), and it needs no second compile.
+    raised = _raised(stage, ctx, error)
+    findings = [raised] if raised.file or raised.library_file else []
+    seconds = budget(ctx)
+    started = time.perf_counter()
     try:
-        breaks = _breaks(ctx)
-    except Exception:  # explain retraces the model; when it cannot, the raised break still stands
-        breaks = []
-    by_line: dict[tuple, tuple] = {}  # (file, line) -> (frame, message, reason), in break order
+        breaks, cut_short = _breaks(ctx, seconds)
+    except Exception:  # the search compiles the model again; when it cannot, the raised break still stands
+        breaks, cut_short = [], False
+    seen = {_key(f) for f in findings}
     for reason, stack in breaks:
-        frame = user.innermost(stack)
-        if frame is not None:
-            by_line.setdefault((frame.filename, frame.lineno), (frame, _describe(reason), reason))
-    raised = user.innermost(getattr(error, "real_stack", None) or [])
-    if raised is not None:  # its message is better than explain's (which can be as terse as 'generic_jump')
-        by_line[(raised.filename, raised.lineno)] = (raised, _headline(error), str(error))
-    findings = []
-    for frame, message, reason in by_line.values():
-        finding = user.finding(stage, "graph-break", message, location=frame)
-        finding.op = _op(finding.code, reason)
-        findings.append(finding)
-    return findings or [error_finding(stage, ctx, error, "graph-break")]
+        finding = _break_finding(stage, ctx, _describe(reason), reason, stack)
+        if (finding.file or finding.library_file) and _key(finding) not in seen:
+            seen.add(_key(finding))
+            findings.append(finding)
+    findings = findings or [error_finding(stage, ctx, error, "graph-break")]
+    if cut_short:
+        findings[0].message = findings[0].message.rstrip(". ") + (f". The search for further graph breaks was cut short after "
+                                f"{time.perf_counter() - started:.1f}s (--diagnose-budget {seconds:g}): "
+                                f"this list of {len(findings)} may be incomplete.")
+    return findings
 
 
 @with_rewrites
@@ -84,7 +161,7 @@ def graph_break_findings(stage: str, ctx, error: BaseException | None) -> list:
         return []
     import torch
 
-    if stage == "compile_fullgraph" and isinstance(error, torch._dynamo.exc.Unsupported):
+    if stage == "compile_fullgraph" and isinstance(error, (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError)):
         return _graph_breaks(stage, ctx, error)
     target = _LOWERING_TARGET.search(str(error))
     return [error_finding(stage, ctx, error, "compile-error", op=target.group(1) if target else None)]

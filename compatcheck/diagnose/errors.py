@@ -20,9 +20,15 @@ def locate(ctx, error: BaseException):
     return ctx.spec.user.from_stack_text(str(error)) or ctx.spec.user.from_exception(error)
 
 
+def error_stack(ctx, error: BaseException):
+    """The stack an error happened in: the one printed in its message, else its traceback's."""
+    text = str(error)
+    return text if ctx.spec.user.printed_locations(text) else ctx.spec.user.exception_stack(error)
+
+
 def error_finding(stage: str, ctx, error: BaseException, kind: str, *, op: str | None = None,
                   rewrite: str | None = None) -> Finding:
     from compatcheck.harness import one_line
 
     return ctx.spec.user.finding(stage, kind, one_line(error, 400), location=locate(ctx, error), op=op,
-                                 rewrite=rewrite)
+                                 rewrite=rewrite, stack=error_stack(ctx, error))

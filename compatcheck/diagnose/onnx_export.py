@@ -98,7 +98,7 @@ def _node_finding(stage: str, ctx, node, problem: str | None):
     else:
         message = f"torch {version}'s ONNX function for {op} refused this call: {problem}"
     return ctx.spec.user.finding(stage, "unsupported-op", message, op=op,
-                                 location=ctx.spec.user.from_stack_text(node.meta.get("stack_trace")))
+                                 stack=node.meta.get("stack_trace") or "")
 
 
 def _conversion_findings(stage: str, ctx, exporter: BaseException) -> list:

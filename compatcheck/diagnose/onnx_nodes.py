@@ -45,5 +45,5 @@ def node_finding(stage: str, ctx, node: onnx.NodeProto, kind: str, message: str)
     """A finding about an ONNX node, at the user's line its torch op came from."""
     origin = torch_op(node)
     message += f" (exported from {origin})" if origin else ""
-    location = ctx.spec.user.from_stack_text(_metadata(node, "pkg.torch.onnx.stack_trace"))
-    return ctx.spec.user.finding(stage, kind, message, location=location, op=node.op_type)
+    return ctx.spec.user.finding(stage, kind, message, op=node.op_type,
+                                 stack=_metadata(node, "pkg.torch.onnx.stack_trace") or "")

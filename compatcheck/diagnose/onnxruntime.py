@@ -54,40 +54,82 @@ def _failure_findings(stage: str, ctx, error: BaseException, providers: list[str
                           op=missing.group(1) if missing else None)]
 
 
+def _where_outputs_differ(ctx, session, index: int) -> str:
+    """Per differing output of input set `index`: which indices of which dims differ, and whether they
+    are exactly where an integer/bool input is 0 (padding under an attention mask)."""
+    import numpy as np
+    from torch.utils import _pytree as pytree
+
+    from compatcheck.diagnose.positions import describe, differing, masked_by
+    from compatcheck.stages.onnxruntime import feeds
+
+    feed = feeds(session, ctx.spec.input_sets[index])
+    outputs = session.run(None, feed)
+    expected = pytree.tree_leaves(ctx.reference[index])
+    leaves = ctx.input_results[index].leaves
+    notes = []
+    for leaf, want, got in zip(leaves, expected, outputs):
+        if leaf.ok or leaf.atol is None or list(np.shape(got)) != list(want.shape):
+            continue
+        bad = differing(want.detach().cpu().numpy(), np.asarray(got), leaf.atol, leaf.rtol)
+        if not bad.any():
+            continue
+        note = f"output '{leaf.output}' differs in {describe(bad)}"
+        mask = masked_by(bad, feed)
+        if mask is not None:
+            name, dims = mask
+            note += (f"; every differing value lies where input {name} is 0 (output dims "
+                     f"{', '.join(map(str, dims))} run along {name}'s): if {name} marks padding, those positions "
+                     "are never read (generation reads only unpadded ones), and this mismatch does not matter there")
+        notes.append(note)
+    return ("; ".join(notes) + ".") if notes else ""
+
+
 def _divergence_findings(stage: str, ctx, session, providers: list[str]) -> list:
-    from compatcheck.diagnose.divergence import first_divergence
     from compatcheck.diagnose.replay import first_value_mismatch
 
     index = first_value_mismatch(ctx)  # an op can only be blamed for values, not for the outputs' structure
     if index is None:
         return []
+    finding = _first_divergent_op(stage, ctx, index, providers)
+    try:
+        where = _where_outputs_differ(ctx, session, index)
+    except Exception:  # where they differ adds to the finding; the mismatch stands without it
+        where = ""
+    if where:
+        finding.message = f"{finding.message.rstrip('.')}. Where: {where}"
+    return [finding]
+
+
+def _first_divergent_op(stage: str, ctx, index: int, providers: list[str]):
+    from compatcheck.diagnose.divergence import first_divergence
+
     if ctx.options.onnx_exporter != "dynamo":
-        return [ctx.spec.user.finding(
+        return ctx.spec.user.finding(
             stage, "numeric-divergence",
             f"input set {index + 1} differs from eager; finding the first divergent op needs the dynamo exporter",
-        )]
+        )
     try:
         found = first_divergence(ctx, index, providers)
     except Exception as exc:  # the search exports and runs again; the mismatch stands without it
         from compatcheck.harness import one_line
 
-        return [ctx.spec.user.finding(
+        return ctx.spec.user.finding(
             stage, "numeric-divergence",
             f"input set {index + 1} differs from eager; the search for the first divergent op failed: {one_line(exc)}",
-        )]
+        )
     if found is None:
-        return [ctx.spec.user.finding(
+        return ctx.spec.user.finding(
             stage, "numeric-divergence",
             f"input set {index + 1} differs from eager, but no intermediate value does once each is a graph output; "
             "the outputs keep onnxruntime from fusing nodes, so try graph_optimization_level ORT_DISABLE_ALL",
-        )]
+        )
     node = found.fx_node
     op = str(node.target).removesuffix(".default")
     error = f"max abs error {found.max_abs_error:.3g}" if found.max_abs_error is not None else found.problem
     message = (f"first divergent op on input set {index + 1}: {op} ({error}); every value before it matches. "
                f"onnxruntime computes it with {', '.join(found.onnx_ops)}")
-    return [ctx.spec.user.finding(stage, "numeric-divergence", message, op=op,
-                                  location=ctx.spec.user.from_stack_text(node.meta.get("stack_trace")))]
+    return ctx.spec.user.finding(stage, "numeric-divergence", message, op=op, stack=node.meta.get("stack_trace") or "")
 
 
 @with_rewrites

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import re
 import sys
 import textwrap
+import traceback
 import types
 
 from compatcheck.diagnose.catalog import with_rewrites
@@ -89,6 +91,72 @@ def _frontend_finding(stage: str, ctx, error: BaseException, kind: str):
     return user.finding(stage, kind, message, location=location, op=op)
 
 
+def _library_modules(model):
+    """(attribute path, module, library file) for each submodule, the model included, whose class is
+    library code, outermost first."""
+    from compatcheck.diagnose.frames import library_path
+
+    for name, module in model.named_modules():
+        try:
+            file = inspect.getsourcefile(type(module))
+        except TypeError:
+            continue
+        if library_path(file):
+            yield name, module, file
+
+
+def _calling_line(ctx, attribute: str):
+    """The line of a user forward that uses `self.<attribute>` (the call into the library), if any."""
+    head = attribute.split(".")[0]
+    for forward in _user_forwards(ctx.spec.model):
+        file = inspect.getsourcefile(forward)
+        if not ctx.spec.user.owns(file):
+            continue
+        lines, start = inspect.getsourcelines(forward)
+        for node in ast.walk(ast.parse(textwrap.dedent("".join(lines)))):
+            if isinstance(node, ast.Attribute) and node.attr == head and getattr(node.value, "id", None) == "self":
+                return file, start + node.lineno - 1
+    return None
+
+
+def _library_not_scriptable(stage: str, ctx, error: BaseException):
+    """A finding when scripting failed in library code the model calls: not something the user can
+    rewrite, so it says what TorchScript does and what works instead (routes are added at assembly)."""
+    from compatcheck.diagnose.frames import library_path
+
+    user = ctx.spec.user
+    text = str(error)
+    if user.locations(text):
+        return None  # the failing source range is the user's: the frontend finding points at it
+    modules = list(_library_modules(ctx.spec.model))
+    if not modules:
+        return None
+    named = next(((name, line) for name, line in reversed(ctx.spec.user.printed_locations(text))
+                  if library_path(name)), None)
+    # Without a library location, the error must at least name something the library's modules define.
+    words = set(re.findall(r"\b[A-Za-z_]\w*", text))
+    if named is None and not any(words & set(vars(sys.modules.get(type(m).__module__, object)))
+                                 for _, m, _ in modules):
+        return None
+    attribute, module, file = modules[0]
+    if named is not None:
+        file, line = named
+    else:  # the class statement, below its decorators
+        source, start = inspect.getsourcelines(type(module))
+        line = start + next((i for i, text in enumerate(source) if text.lstrip().startswith("class ")), 0)
+    package = library_path(file).split("/", 1)[0]
+    finding = user.finding(stage, "library-not-scriptable", (
+        f"torch.jit.script compiles everything reachable from forward, including {package} code it cannot "
+        f"compile ({type(module).__name__} and what it calls): {_first_line(error)}. {package} models are "
+        "not written to be scripted."), location=_calling_line(ctx, attribute) if attribute else None,
+        stack=[], op=type(module).__name__)
+    finding.library_file, finding.library_line = library_path(file), line
+    finding.library_code = linecache.getline(file, line).strip() or None
+    finding.advice = (f"Do not script {package} models: trace, export or compile them instead (torch.jit.trace, "
+                      "torch.export, torch.onnx.export, torch.compile).")
+    return finding
+
+
 @with_rewrites
 def script_findings(stage: str, ctx, error: BaseException | None) -> list:
     if error is None:
@@ -100,6 +168,9 @@ def script_findings(stage: str, ctx, error: BaseException | None) -> list:
             return [ctx.spec.user.finding(stage, "unsupported-python",
                                           f"TorchScript cannot compile numpy calls ({', '.join(ops)})",
                                           location=(file, line), op=ops[0]) for file, line, ops in calls]
+    library = _library_not_scriptable(stage, ctx, error)
+    if library is not None:
+        return [library]
     return [_frontend_finding(stage, ctx, error, "unsupported-python")]
 
 
@@ -115,13 +186,13 @@ _TRACER = (
 )
 
 
-def _tracer_finding(stage: str, ctx, message: str, frame):
+def _tracer_finding(stage: str, ctx, message: str, stack):
     kind, op = next(((k, o) for text, k, o in _TRACER if text in message), ("trace-warning", None))
     if kind != "trace-warning":  # the rest of the tracer's text is the same for all of them
         message = message.split(". ")[0].rstrip(".") + ": the trace keeps what input set 1 gave, as a constant."
-    finding = ctx.spec.user.finding(stage, kind, message, location=frame)
+    finding = ctx.spec.user.finding(stage, kind, message, stack=stack)
     if kind == "frozen-control-flow" or op == "float()":
-        finding.op = construct(finding.code) or op
+        finding.op = construct(finding.library_code or finding.code) or op
     else:
         finding.op = op
     return finding
@@ -140,7 +211,16 @@ def _container_output(stage: str, ctx, error: BaseException, container: str):
         location = (file, start + (returns[0].lineno if returns else 1) - 1)
     except (OSError, TypeError, SyntaxError):
         pass
-    return ctx.spec.user.finding(stage, "container-output", _first_line(error), location=location, op=container)
+    if location is None or ctx.spec.user.owns(location[0]):
+        return ctx.spec.user.finding(stage, "container-output", _first_line(error), location=location, op=container)
+    # The model class is library code: the return statement is the library's, the trace call is the user's.
+    finding = ctx.spec.user.finding(stage, "container-output", _first_line(error), op=container,
+                                    stack=[traceback.FrameSummary(location[0], location[1], "forward")])
+    finding.advice = (f"{type(ctx.spec.model).__name__} returns a {container}: trace it with "
+                      "torch.jit.trace(model, example_inputs, strict=False) when its keys never change with the "
+                      f"input, or wrap it in a module of yours whose forward returns a tuple of the {container}'s "
+                      "values.")
+    return finding
 
 
 def _pinned_sizes(stage: str, ctx, findings: list) -> list:
@@ -163,11 +243,12 @@ def trace_findings(stage: str, ctx, error: BaseException | None) -> list:
         if not issubclass(warning.category, torch.jit.TracerWarning):
             continue
         frame = ctx.spec.user.innermost(stack)
+        library = ctx.spec.user.library_frame(stack)
         message = str(warning.message).strip()
-        key = (frame.filename if frame else None, frame.lineno if frame else None, message)
+        key = (frame.filename if frame else None, frame.lineno if frame else None, library, message)
         if key not in seen:
             seen.add(key)
-            findings.append(_tracer_finding(stage, ctx, message, frame))
+            findings.append(_tracer_finding(stage, ctx, message, stack))
     if findings and error is None:
         index = first_mismatch(ctx)
         if index is not None:

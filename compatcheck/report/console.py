@@ -17,6 +17,8 @@ STYLE = {
     Status.BROKEN_ENV: "bold magenta",
 }
 
+ROUTE_STYLE = {"works": "green", "works-with-warnings": "yellow", "blocked": "red", "not-checked": "dim"}
+
 
 def _error(value: float | None) -> str:
     return "" if value is None else f"{value:.2e}"
@@ -52,19 +54,32 @@ def render(report: Report, console: Console) -> None:
         how = "inferred from the input sets" if report.model.dynamic_shapes_inferred else "from get_dynamic_shapes()"
         console.print(f"dynamic shapes ({how}): {report.model.dynamic_shapes}")
     shown_rewrites: set[str] = set()
+    shown_advice: set[str] = set()
     for finding in report.findings:
         where = f"{finding.file}:{finding.line}" if finding.file and finding.line else "-"
         console.print(f"[bold]{finding.stage}[/] {finding.kind} {escape(where)}: {escape(finding.message)}",
                       highlight=False)
         if finding.code:
             console.print(f"    > {escape(finding.code)}", highlight=False)
+        if finding.library_file:
+            console.print(f"    in {escape(finding.library_file)}:{finding.library_line}", highlight=False)
+            if finding.library_code:
+                console.print(f"    > {escape(finding.library_code)}", highlight=False)
+        if finding.advice and finding.advice in shown_advice:
+            console.print("    advice: as above", highlight=False)
+        elif finding.advice:
+            shown_advice.add(finding.advice)
+            console.print("    advice: " + escape(finding.advice), highlight=False)
         if finding.rewrite and finding.rewrite in shown_rewrites:
             console.print("    rewrite: as above", highlight=False)
         elif finding.rewrite:
             shown_rewrites.add(finding.rewrite)
             console.print("    rewrite:\n" + textwrap.indent(escape(finding.rewrite), "      "), highlight=False)
-    deepest = report.deepest_pass()
-    console.print(f"deepest stage reached: {deepest or 'none'}   total {report.seconds:.1f}s")
+    width = max((len(route.name) for route in report.routes), default=0)
+    for route in report.routes:
+        console.print(f"route {route.name.ljust(width)}  [{ROUTE_STYLE[route.status]}]{escape(route.summary)}[/]",
+                      highlight=False)
+    console.print(f"total {report.seconds:.1f}s")
 
 
 def render_speed(report: Report, console: Console) -> None:

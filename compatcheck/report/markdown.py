@@ -45,6 +45,14 @@ def _item(finding: Finding, shown: dict[str, str]) -> list[str]:
     lines = [f"- [ ] **{finding.kind}**{op} at {where}: {_text(finding.message)}"]
     if finding.code:
         lines += _block(finding.code)
+    if finding.library_file:
+        lines += ["", f"  In library code, at {_code(f'{finding.library_file}:{finding.library_line}')}:"]
+        lines += _block(finding.library_code) if finding.library_code else []
+    if finding.advice and finding.advice in shown:
+        lines += ["", f"  Advice: the same as under `{shown[finding.advice]}` above."]
+    elif finding.advice:
+        shown[finding.advice] = finding.stage
+        lines += ["", f"  Advice: {_text(finding.advice)}"]
     if finding.rewrite and finding.rewrite in shown:
         lines += ["", f"  Rewrite: the same as under `{shown[finding.rewrite]}` above."]
     elif finding.rewrite:
@@ -113,12 +121,19 @@ def _environment(report: Report) -> list[str]:
     return lines + [""]
 
 
+ROUTE_SYMBOL = {"works": "✅", "works-with-warnings": "⚠️", "blocked": "❌", "not-checked": "⏭️"}
+
+
+def _routes(report: Report) -> list[str]:
+    from compatcheck.routes import summarize
+
+    routes = report.routes or summarize(report)  # a report assembled by hand, or by an older version
+    return ["**Routes:**", "", *(f"- {ROUTE_SYMBOL[r.status]} {r.name}: {_text(r.summary)}" for r in routes), ""]
+
+
 def checklist(report: Report) -> str:
     model = report.model.path if report.model else "(model not loaded)"
-    deepest = report.deepest_pass()
-    lines = [f"# Deployment checklist: `{model}`", "",
-             f"**Deepest stage reached:** `{deepest}`" if deepest else "**Deepest stage reached:** none", "",
-             _ladder(report), ""]
+    lines = [f"# Deployment checklist: `{model}`", "", *_routes(report), _ladder(report), ""]
     blocked = [s for s in report.stages if s.status not in (Status.PASS, Status.SKIP)]
     noted = [s for s in report.stages if s.status in (Status.PASS, Status.SKIP) and s.findings]
     skipped = [s for s in report.stages if s.status is Status.SKIP and not s.findings]

@@ -35,7 +35,15 @@ class Finding(BaseModel):
     line: int | None = None
     code: str | None = Field(None, description="the source line's text")
     message: str
-    rewrite: str | None = Field(None, description="what to write instead")
+    rewrite: str | None = Field(None, description="what to write instead, only where it fits the code shown")
+    library_file: str | None = Field(
+        None, description="where in library code it happened, below the user's line: the file under its package, "
+                          "e.g. transformers/models/llama/modeling_llama.py")
+    library_line: int | None = None
+    library_code: str | None = Field(None, description="the library source line's text")
+    advice: str | None = Field(
+        None, description="what to do when the cause is in library code: a config switch, pinning or upgrading "
+                          "the library, or reporting upstream with the reproducer")
 
 
 class LeafComparison(BaseModel):
@@ -100,6 +108,15 @@ class StageResult(BaseModel):
     timings: list[Timing] = Field([], description="with --bench: latency and throughput per input set")
 
 
+class Route(BaseModel):
+    name: str = Field(description="a way to deploy: torch.compile, TorchScript (script), ONNX → onnxruntime → Triton, ...")
+    stages: list[str] = Field(description="its stages, in order")
+    status: str = Field(description="works, works-with-warnings, blocked or not-checked")
+    stage: str | None = Field(None, description="the stage it is blocked at")
+    finding: str | None = Field(None, description="what blocks it: the first finding of that stage, in short")
+    summary: str = Field("", description="one line: the status and why")
+
+
 class ModelInfo(BaseModel):
     path: str
     factory: str = "get_model"
@@ -120,6 +137,7 @@ class Report(BaseModel):
     options: dict = {}
     stages: list[StageResult] = []
     findings: list[Finding] = []
+    routes: list[Route] = Field([], description="per deployment route, whether it works; assembled from the stages")
     seconds: float = 0.0
     workers: int = Field(0, description="worker processes started: 1 unless a stage crashed or timed out")
     interrupted: bool = False
@@ -134,16 +152,6 @@ class Report(BaseModel):
     @property
     def failed(self) -> bool:
         return any(s.status in FAILING for s in self.stages)
-
-    def deepest_pass(self) -> str | None:
-        """The last stage of the ladder that passed, with every stage before it passing or skipped."""
-        last = None
-        for stage in self.stages:
-            if stage.status is Status.PASS:
-                last = stage.name
-            elif stage.status is not Status.SKIP:
-                break
-        return last
 
 
 def load_report(path: Path) -> Report:

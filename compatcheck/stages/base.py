@@ -73,6 +73,7 @@ class StageContext:
         self.blockers = dict(blockers or {})  # stage name -> its first finding in words, for skip reasons
         self.warnings: list[tuple[warnings.WarningMessage, list]] = []
         self.input_results: list = []  # the current stage's InputSetResults, for its diagnosis
+        self.stage_seconds = 0.0  # how long the current stage took to build and run, for diagnosis budgets
         self._reference: list | None = None
         self._noise: list | None = None
         self.mutated_inputs: list[int] = []  # input sets whose tensors forward changed in place

@@ -24,6 +24,10 @@ class Compile(Stage):
         compiled = torch.compile(ctx.spec.model, fullgraph=self.fullgraph, backend=ctx.options.compile_backend)
 
         def run(input_set):
+            if self.fullgraph and self.failure is not None:
+                # Compiling again for the next input set's shapes fails the same way, and can take minutes.
+                raise RuntimeError("not compiled again: compiling with fullgraph=True already failed (see the "
+                                   "first input set)")
             try:
                 with torch.no_grad():
                     return compiled(*input_set.args, **input_set.kwargs)

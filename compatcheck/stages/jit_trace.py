@@ -33,9 +33,10 @@ class JitTrace(Stage):
         return run_loaded(torch.jit.load(str(path)))
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
+        from compatcheck.diagnose.sample import first_if_size_one
         from compatcheck.diagnose.torchscript import trace_findings
 
-        return trace_findings(self.name, ctx, error)
+        return first_if_size_one(self.name, ctx, trace_findings(self.name, ctx, error))
 
     def reproduce(self, ctx: StageContext) -> str:
         return (

@@ -18,6 +18,8 @@ class OnnxExport(Stage):
     def __init__(self):
         self.program = None
         self.reused = False
+        self.retried: tuple | None = None  # (the Dim.DYNAMIC error, specializations) when Dim.AUTO exported it
+        self.auto_failed: str | None = None  # what the Dim.AUTO export raised when it failed too
 
     def _exported(self, ctx: StageContext):
         """The export stage's program when it passed in this run: the same torch.export capture the
@@ -40,17 +42,10 @@ class OnnxExport(Stage):
             exported = self._exported(ctx)
             self.reused = exported is not None
             try:
-                self.program = torch.onnx.export(
-                    exported if self.reused else ctx.spec.model, first.args, kwargs=first.kwargs or None,
-                    dynamic_shapes=ctx.spec.dynamic_shapes, dynamo=True, opset_version=opset, verbose=False,
-                )
-            except Exception as exc:  # the exporter's first line names the step that failed, not the cause
-                from compatcheck.diagnose.onnx_export import restate
-
-                cause = restate(self.name, ctx, exc)
-                if cause is None:
-                    raise
-                raise cause from exc
+                self.program = self._export(ctx, exported if self.reused else ctx.spec.model,
+                                            ctx.spec.dynamic_shapes)
+            except Exception as exc:
+                self.program = self._export_auto(ctx, exc)
             self.program.save(str(path))
         else:
             names = [f"input{i}" for i in range(len(first.leaves()))]
@@ -73,6 +68,35 @@ class OnnxExport(Stage):
 
         return run
 
+    @staticmethod
+    def _export(ctx: StageContext, model, dynamic_shapes):
+        first = ctx.spec.input_sets[0]
+        return torch.onnx.export(
+            model, first.args, kwargs=first.kwargs or None, dynamic_shapes=dynamic_shapes,
+            dynamo=True, opset_version=ctx.options.onnx_opset, verbose=False,
+        )
+
+    def _export_auto(self, ctx: StageContext, error: BaseException):
+        """Export again with the inferred dims as Dim.AUTO when Dim.DYNAMIC failed for a reason other than
+        a specialization; otherwise (or if that fails too) raise the first error, restated with its cause."""
+        from compatcheck.diagnose.dynamic_dims import as_auto, is_specialization, recording_specializations
+        from compatcheck.diagnose.onnx_export import restate
+
+        if ctx.spec.dynamic_shapes_inferred and not is_specialization(error):
+            try:
+                with recording_specializations() as events:
+                    program = self._export(ctx, ctx.spec.model, as_auto(ctx.spec.dynamic_shapes))
+                self.retried = (error, events)
+                return program
+            except Exception as again:  # the verdict is about the first recipe: its error is the one to report
+                from compatcheck.harness import one_line
+
+                self.auto_failed = one_line(again, 200)
+        cause = restate(self.name, ctx, error)  # the exporter's first line names the step, not the cause
+        if cause is None:
+            raise error
+        raise cause from error
+
     def timed_runners(self, runner):
         return {}  # the exported program is a checking aid, not something to deploy
 
@@ -81,9 +105,19 @@ class OnnxExport(Stage):
         return f"{ctx.options.onnx_exporter} exporter{reused}"
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
+        from compatcheck.diagnose.dynamic_dims import retried_findings
         from compatcheck.diagnose.onnx_export import export_findings
+        from compatcheck.diagnose.sample import first_if_size_one
 
-        return export_findings(self.name, ctx, error, self.program and self.program.exported_program)
+        findings = export_findings(self.name, ctx, error, self.program and self.program.exported_program)
+        if self.auto_failed and findings:  # not one spelling of the dims tripping the exporter: both do
+            findings[0].message = (findings[0].message.rstrip(". ") + ". Exported again with the inferred dims as "
+                                   f"Dim.AUTO, it fails too: {self.auto_failed}")
+        if self.retried is not None and self.program is not None:
+            first_error, events = self.retried
+            findings += retried_findings(self.name, ctx, self.program.exported_program, first_error, events,
+                                         _per_leaf_dynamic_dims(ctx))
+        return first_if_size_one(self.name, ctx, findings, error)
 
     def reproduce(self, ctx: StageContext) -> str:
         if ctx.options.onnx_exporter == "legacy":

@@ -66,8 +66,9 @@ class OnnxRuntime(Stage):
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.onnxruntime import runtime_findings
+        from compatcheck.diagnose.sample import first_if_size_one
 
-        return runtime_findings(self.name, ctx, error or self.failure, self.session)
+        return first_if_size_one(self.name, ctx, runtime_findings(self.name, ctx, error or self.failure, self.session))
 
     def reproduce(self, ctx: StageContext) -> str:
         return (

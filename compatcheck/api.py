@@ -68,6 +68,9 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
         raise UsageError(f"model is {type(model).__name__}; expected a torch.nn.Module or a 'path.py[:factory]'")
     if inputs is None:
         raise UsageError("check(model, inputs): a model object needs its inputs (an input set or a list of them)")
+    from compatcheck.spec import normalize_inputs
+
+    normalize_inputs(inputs, "inputs")  # bad inputs fail here, before a worker starts
     source = _source_file(model)
     factory = type(model).__qualname__
     if not isolate:
@@ -146,6 +149,7 @@ def assert_deployable(model, inputs=None, targets=("onnxruntime",), **options) -
     """
     from compatcheck import stages as ladder
 
+    __tracebackhide__ = True  # pytest shows the test's line and this message, not compatcheck's frames
     if isinstance(targets, str):
         targets = [targets]
     wanted = ladder.select(_targets(list(targets)), None)  # each target and the stages it requires
@@ -154,8 +158,16 @@ def assert_deployable(model, inputs=None, targets=("onnxruntime",), **options) -
     report = check(model, inputs, stages=wanted, **options)
     blocked = [stage for stage in report.stages if stage.status is not Status.PASS]
     if blocked:
-        raise AssertionError(failure_text(report, blocked, targets))
+        raise NotDeployable(failure_text(report, blocked, targets), report)
     return report
+
+
+class NotDeployable(AssertionError):
+    """assert_deployable()'s failure; `report` is the whole report."""
+
+    def __init__(self, message: str, report: Report):
+        super().__init__(message)
+        self.report = report
 
 
 def failure_text(report: Report, blocked, targets) -> str:

@@ -143,7 +143,7 @@ def _build_recording_sites(user: UserCode, factory):
         torch.nn.Module.__init__ = original
 
 
-def _normalize_inputs(raw, where: str) -> list[InputSet]:
+def normalize_inputs(raw, where: str) -> list[InputSet]:
     if raw is None:
         raise UsageError(f"{where} returned None; expected a tensor, a tuple, a dict or a list of input sets")
     items = raw if isinstance(raw, list) else [raw]
@@ -324,7 +324,7 @@ def assemble(path: Path, factory: str, model, raw_inputs, inputs_from: str, dyna
     """A ModelSpec from the parts, checked; `*_from` name where a bad part came from in errors."""
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"the model is {type(model).__name__}; expected a torch.nn.Module")
-    sets = _normalize_inputs(raw_inputs, inputs_from)
+    sets = normalize_inputs(raw_inputs, inputs_from)
     inferred = isinstance(dynamic_shapes, str) and dynamic_shapes == INFER
     if inferred:
         dynamic_shapes = infer_dynamic_shapes(sets)

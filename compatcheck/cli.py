@@ -12,12 +12,33 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
 
 from compatcheck import __version__
 from compatcheck.errors import UsageError
 
+
+class _FlagsTakeNoValue:
+    """Help shows no `<bool>` beside a flag (--quiet, --help): it takes no value."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False):
+                param.metavar = ""
+        return params
+
+
+class Command(_FlagsTakeNoValue, TyperCommand):
+    pass
+
+
+class Group(_FlagsTakeNoValue, TyperGroup):
+    pass
+
+
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    cls=Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
     help="Walk a PyTorch model down the deployment ladder and say what blocks each step.",
 )
 err = Console(stderr=True, highlight=False)
@@ -120,7 +141,7 @@ def _sigterm_as_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-@app.command()
+@app.command(cls=Command)
 def run(
     target: str = typer.Argument(
         ..., metavar="PATH[:FACTORY]", help="The model file, and the factory if it is not get_model."),
@@ -143,6 +164,10 @@ def run(
         None, "--triton-image", help="Image for --triton docker (default nvcr.io/nvidia/tritonserver:24.10-py3)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
     markdown_path: Optional[Path] = typer.Option(None, "--markdown", help="Write the Markdown checklist here."),
+    junit_path: Optional[Path] = typer.Option(
+        None, "--junit", help="Write JUnit XML here: one test case per stage, the findings in the failure text."),
+    annotations: Optional[str] = typer.Option(
+        None, "--annotations", help="Print each finding as a CI annotation on the user's line: github."),
     artifacts: Optional[Path] = typer.Option(
         None, "--artifacts", help="Keep exported files, inputs.npz and a reproduce script per stage here."),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Run independent stages in up to N workers side by side."),
@@ -178,6 +203,8 @@ def run(
         raise UsageError(f"--triton must be local, docker or url, got {triton!r}")
     if triton == "url" and not triton_url:
         raise UsageError("--triton url needs --triton-url HOST:PORT")
+    if annotations not in (None, "github"):
+        raise UsageError(f"--annotations must be github, got {annotations!r}")
     if rewrites is not None:
         from compatcheck.diagnose.catalog import load as load_catalog
 
@@ -190,6 +217,7 @@ def run(
         inputs[str(rewrites)] = "the --rewrites catalog"
     _writable_file(json_path, "--json", inputs)
     _writable_file(markdown_path, "--markdown", inputs)
+    _writable_file(junit_path, "--junit", inputs)
     _writable_dir(artifacts, "--artifacts")
     try:
         options = RunOptions(
@@ -232,13 +260,22 @@ def run(
         from compatcheck.report.markdown import checklist
 
         _write_output(markdown_path, checklist(report), "--markdown", report)
+    if junit_path:
+        from compatcheck.report.ci import junit
+
+        _write_output(junit_path, junit(report), "--junit", report)
+    if annotations:
+        from compatcheck.report.ci import github_annotations
+
+        for line in github_annotations(report):
+            print(line)
     if report.interrupted:
         err.print("interrupted: the partial report was written")
         raise typer.Exit(130)
     raise typer.Exit(EXIT_FAILED if report.failed else 0)
 
 
-@app.command()
+@app.command(cls=Command)
 def checklist(
     report_path: Path = typer.Argument(..., help="A JSON report written by `run --json`."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
@@ -256,7 +293,7 @@ def checklist(
         sys.stdout.write(text)
 
 
-@app.command()
+@app.command(cls=Command)
 def schema() -> None:
     """Print the JSON schema of the report that `run --json` writes."""
     import json
@@ -266,7 +303,7 @@ def schema() -> None:
     print(json.dumps(Report.model_json_schema(), indent=2))
 
 
-cache_app = typer.Typer(no_args_is_help=True, help="The result cache: what it holds, and emptying it.")
+cache_app = typer.Typer(cls=Group, no_args_is_help=True, help="The result cache: what it holds, and emptying it.")
 app.add_typer(cache_app, name="cache")
 
 
@@ -278,7 +315,7 @@ def _size(count: int) -> str:
     return ""
 
 
-@cache_app.command("info")
+@cache_app.command("info", cls=Command)
 def cache_info() -> None:
     """Where the cache is, its size, and its entries per stage."""
     from compatcheck.cache import default_dir, summary
@@ -290,7 +327,7 @@ def cache_info() -> None:
         print(f"  {stage}: {count}")
 
 
-@cache_app.command("clear")
+@cache_app.command("clear", cls=Command)
 def cache_clear() -> None:
     """Remove every cached result."""
     from compatcheck.cache import clear, default_dir
@@ -298,7 +335,7 @@ def cache_clear() -> None:
     print(f"removed {clear(default_dir())} entries from {default_dir()}")
 
 
-@app.command("triton-repo")
+@app.command("triton-repo", cls=Command)
 def triton_repo(
     target: str = typer.Argument(
         ..., metavar="PATH[:FACTORY]", help="The model file, and the factory if it is not get_model."),
@@ -338,7 +375,7 @@ def triton_repo(
     print(f"repository written to {output}")
 
 
-@app.command()
+@app.command(cls=Command)
 def matrix(
     matrix_path: Path = typer.Argument(..., help="matrix.yaml: environments, models and the baseline."),
     jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", help="Cells to run side by side."),
@@ -370,7 +407,7 @@ def matrix(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=Command)
 def merge(
     cells: list[Path] = typer.Argument(..., help="Cell files written by `compatcheck matrix` (out/cells/*.json)."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Expected results to gate on."),

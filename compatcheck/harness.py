@@ -27,13 +27,30 @@ MODEL_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Where one sentence ends and the next begins: not after "e.g." or "i.e.", nor inside a number.
+_SENTENCE_END = re.compile(r"(?<![.\s][a-z]\.)(?<=[.!?])\s+(?=[A-Z`(\"'])")
+
+
+def _whole_sentences(text: str, limit: int) -> str:
+    """As many whole sentences of `text` as fit in `limit`; the first one cut with "…" if none does."""
+    kept = ""
+    for sentence in _SENTENCE_END.split(text):
+        candidate = f"{kept} {sentence}".strip()
+        if len(candidate) > limit:
+            break
+        kept = candidate
+    return kept or text[: limit - 1] + "…"
 
 
 def one_line(exc: BaseException, limit: int = 240) -> str:
+    """The exception's type and the start of its message, in whole sentences, on one line."""
     text = _ANSI.sub("", str(exc)).strip()
-    first = " ".join([line.strip() for line in text.splitlines() if line.strip()][:3])
-    line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    head = f"{type(exc).__name__}: " if lines else type(exc).__name__
+    first = " ".join(lines[:3])
+    if len(lines) > 3 or len(head + first) > limit:
+        first = _whole_sentences(" ".join(lines), limit - len(head))
+    return head + first
 
 
 @contextmanager

@@ -49,7 +49,7 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
     `dynamic_shapes` and `tolerance` are what a model file's `get_dynamic_shapes()` and
     `TOLERANCE` give. A bad argument raises compatcheck.UsageError with a one-line reason.
     """
-    from compatcheck.options import parse
+    from compatcheck.user_options import parse
     from compatcheck.runner import execute
 
     chosen = parse(options)

@@ -28,6 +28,7 @@ from compatcheck.matrix import environments
 from compatcheck.matrix.config import Matrix, RunSettings, model_name, settings, split_target
 from compatcheck.report.model import Report, load_report
 from compatcheck.runner import write_atomically
+from compatcheck.user_options import OPTIONS
 
 CELL_SCHEMA_VERSION = 1
 
@@ -122,13 +123,12 @@ def load_cell(path: Path) -> CellResult:
 
 
 def run_arguments(cell: Cell) -> list[str]:
-    s = cell.settings
-    args = ["run", cell.target, "--quiet", "--stages", ",".join(s.stages or ladder.NAMES)]
-    for flag, value in (("--timeout", s.timeout), ("--atol", s.atol), ("--rtol", s.rtol),
-                        ("--onnx-exporter", s.onnx_exporter), ("--onnx-opset", s.onnx_opset),
-                        ("--compile-backend", s.compile_backend)):
+    """`compatcheck run` arguments for the cell: the flags of the run settings matrix.yaml gave."""
+    args = ["run", cell.target, "--quiet", "--stages", ",".join(cell.settings.stages or ladder.NAMES)]
+    for option in OPTIONS:
+        value = getattr(cell.settings, option.name, None) if option.name != "stages" else None
         if value is not None:
-            args += [flag, str(value)]
+            args += [option.flag, ",".join(value) if isinstance(value, list) else str(value)]
     return args
 
 

@@ -143,3 +143,25 @@ def test_readme_api_example_runs(tmp_path):
     exec(compile(example, "README.md", "exec"), namespace)
     report = namespace["report"]
     assert verdicts(report.model_dump(mode="json")) == {"eager": "pass", "onnx_export": "pass", "onnxruntime": "pass"}
+
+
+class Scale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        return x * self.weight
+
+
+def test_the_cache_serves_the_same_object_and_not_a_changed_one(tmp_path):
+    model = Scale()
+    first = compatcheck.check(model, torch.ones(2, 3), stages=["jit_script"], artifacts=tmp_path / "art")
+    again = compatcheck.check(model, torch.ones(2, 3), stages=["jit_script"])
+    assert again.workers == 0 and all(stage.cached for stage in again.stages)
+    assert verdicts(again.model_dump(mode="json")) == verdicts(first.model_dump(mode="json"))
+    with torch.no_grad():
+        model.weight.mul_(2)  # other weights: another model, never served the old verdicts
+    changed = compatcheck.check(model, torch.ones(2, 3), stages=["jit_script"])
+    assert changed.workers == 1 and not any(stage.cached for stage in changed.stages)
+    assert (tmp_path / "art" / "model.payload.pt").exists() and (tmp_path / "art" / "reproduce_jit_script.py").exists()

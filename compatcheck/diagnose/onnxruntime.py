@@ -10,6 +10,7 @@ import onnx
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.errors import error_finding
 from compatcheck.diagnose.onnx_nodes import named_node, node_finding
+from compatcheck.ort import providers
 
 _MISSING = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
 
@@ -92,8 +93,6 @@ def _divergence_findings(stage: str, ctx, session, providers: list[str]) -> list
 
 @with_rewrites
 def runtime_findings(stage: str, ctx, error: BaseException | None, session) -> list:
-    from compatcheck.stages.onnxruntime import providers
-
     if error is not None:
         return _failure_findings(stage, ctx, error, providers())
     if session is None:

@@ -6,7 +6,6 @@ Everything here is the same for every stage; stages only build runners and read 
 from __future__ import annotations
 
 import os
-import re
 import time
 import traceback
 import warnings
@@ -15,7 +14,7 @@ from contextlib import contextmanager
 import torch
 
 from compatcheck.compare import compare_outputs
-from compatcheck.errors import UsageError
+from compatcheck.errors import UsageError, one_line
 from compatcheck.report.model import InputSetResult, StageResult, Status
 from compatcheck.stages import missing_artifact
 from compatcheck.stages.base import Stage, StageContext
@@ -24,33 +23,6 @@ MAX_ERROR_TEXT = 20_000
 # What the model's code may raise: sys.exit() and KeyboardInterrupt too (the worker has its own
 # session, so no Ctrl-C reaches it), which would otherwise end the worker and read as a crash.
 MODEL_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# Where one sentence ends and the next begins: not after "e.g." or "i.e.", nor inside a number.
-_SENTENCE_END = re.compile(r"(?<![.\s][a-z]\.)(?<=[.!?])\s+(?=[A-Z`(\"'])")
-
-
-def _whole_sentences(text: str, limit: int) -> str:
-    """As many whole sentences of `text` as fit in `limit`; the first one cut with "…" if none does."""
-    kept = ""
-    for sentence in _SENTENCE_END.split(text):
-        candidate = f"{kept} {sentence}".strip()
-        if len(candidate) > limit:
-            break
-        kept = candidate
-    return kept or text[: limit - 1] + "…"
-
-
-def one_line(exc: BaseException, limit: int = 240) -> str:
-    """The exception's type and the start of its message, in whole sentences, on one line."""
-    text = _ANSI.sub("", str(exc)).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    head = f"{type(exc).__name__}: " if lines else type(exc).__name__
-    first = " ".join(lines[:3])
-    if len(lines) > 3 or len(head + first) > limit:
-        first = _whole_sentences(" ".join(lines), limit - len(head))
-    return head + first
 
 
 @contextmanager

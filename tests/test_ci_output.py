@@ -2,7 +2,7 @@
 
 from xml.etree import ElementTree
 
-from compatcheck.harness import one_line
+from compatcheck.errors import one_line
 from compatcheck.report.ci import github_annotations, junit
 from compatcheck.report.model import Finding, ModelInfo, Report, StageResult, Status
 from tests.conftest import MODELS, run_cli, run_json

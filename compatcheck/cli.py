@@ -69,7 +69,7 @@ def _writable_file(path: Path | None, what: str, inputs: dict[str, str] | None =
 def _write_output(path: Path, text: str, what: str, report) -> None:
     """Write an output at the end; if that fails, or the path turned out to be a file the run loaded, keep the
     text in the temporary folder and say where, so a long run's report is never lost."""
-    from compatcheck.runner import write_atomically
+    from compatcheck.files import write_atomically
 
     problem = None
     if str(path.resolve()) in report.dependencies:
@@ -178,8 +178,9 @@ def run(
     """Run the model through every stage and compare each with eager."""
     from compatcheck.cache import StageCache
     from compatcheck.cache import default_dir as default_cache_dir
+    from compatcheck.files import write_atomically
     from compatcheck.report.console import render
-    from compatcheck.runner import execute, write_atomically
+    from compatcheck.runner import execute
     from compatcheck.target import check_model_path, parse_target
     from compatcheck.user_options import parse
 
@@ -254,9 +255,9 @@ def checklist(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
 ) -> None:
     """Turn a JSON report into a Markdown downgrade checklist."""
+    from compatcheck.files import write_atomically
     from compatcheck.report.markdown import checklist as render_checklist
     from compatcheck.report.model import load_report
-    from compatcheck.runner import write_atomically
 
     _writable_file(output, "--output")
     text = render_checklist(load_report(report_path))

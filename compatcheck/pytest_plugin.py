@@ -73,7 +73,7 @@ class Checker:
             self.record_property(f"{prefix}:{stage.name}", stage.status.value)
         if self.report_dir is not None:
             from compatcheck.report.markdown import checklist
-            from compatcheck.runner import write_atomically
+            from compatcheck.files import write_atomically
 
             stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.node_id).strip("_") + (
                 "" if self.count == 1 else f"-{self.count}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,19 +18,6 @@ from compatcheck.report.model import CacheOrigin, Report, StageResult, Status
 from compatcheck.speed import add_speedups
 from compatcheck.supervisor import Supervisor
 from compatcheck.workfolder import Published, WorkFolder
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename, so no reader sees half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def resumable(previous: Report | None, options: RunOptions, key: str) -> tuple[dict[str, StageResult], str | None]:

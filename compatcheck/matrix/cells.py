@@ -24,10 +24,10 @@ from pydantic import BaseModel, Field, ValidationError
 import compatcheck
 from compatcheck import stages as ladder
 from compatcheck.errors import UsageError
+from compatcheck.files import write_atomically
 from compatcheck.matrix import environments
 from compatcheck.matrix.config import Matrix, RunSettings, model_name, settings, split_target
 from compatcheck.report.model import Report, load_report
-from compatcheck.runner import write_atomically
 from compatcheck.user_options import OPTIONS
 
 CELL_SCHEMA_VERSION = 1

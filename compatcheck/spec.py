@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 from torch.utils import _pytree as pytree
 
-from compatcheck.diagnose.frames import UserCode
 from compatcheck.errors import UsageError
+from compatcheck.frames import UserCode
 from compatcheck.target import check_model_path
 
 SEED = 0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from compatcheck.report.model import Finding
 
-_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+_PACKAGE_DIR = Path(__file__).resolve().parent
 _TRACED_FRAME = re.compile(r"^(.+\.py)\((\d+)\): \S+$")
 
 

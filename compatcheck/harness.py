@@ -16,7 +16,7 @@ import torch
 from compatcheck.compare import compare_outputs
 from compatcheck.errors import UsageError, one_line
 from compatcheck.report.model import InputSetResult, StageResult, Status
-from compatcheck.stages import missing_artifact
+from compatcheck.stages import BY_NAME, missing_artifact
 from compatcheck.stages.base import Stage, StageContext
 
 MAX_ERROR_TEXT = 20_000
@@ -65,7 +65,7 @@ def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
             raise
         except MODEL_ERRORS as exc:
             return f"eager raised {one_line(exc)}: nothing to compare with"
-    for needed in stage.requires:
+    for needed in BY_NAME[stage.name].requires:
         if needed not in ctx.artifacts:
             return missing_artifact(needed, ctx.previous.get(needed), ctx.blockers.get(needed))
     return stage.available(ctx)

@@ -9,7 +9,6 @@ from compatcheck.stages.base import Stage, StageContext
 
 class OnnxRuntime(Stage):
     name = "onnxruntime"
-    requires = ("onnx_export",)
     flat_outputs = True
 
     def __init__(self):

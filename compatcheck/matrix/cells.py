@@ -132,7 +132,7 @@ def run_arguments(cell: Cell) -> list[str]:
     return args
 
 
-class Runner:
+class CellProcesses:
     """Runs cells in up to `jobs` processes side by side and stops them all on an interrupt."""
 
     def __init__(self, out_dir: Path, on_done):
@@ -206,7 +206,7 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
     """Build or reuse each environment in turn and run its cells meanwhile; return every cell's result."""
     for folder in ("cells", "logs"):
         (out_dir / folder).mkdir(parents=True, exist_ok=True)
-    runner = Runner(out_dir, display.cell_done)
+    processes = CellProcesses(out_dir, display.cell_done)
     results: dict[str, CellResult] = {}
     pool = ThreadPoolExecutor(jobs)
     futures = []
@@ -226,7 +226,7 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
             except environments.BuildError as exc:
                 display.env_failed(env_name, str(exc))
                 for cell in mine:
-                    results[cell.id] = runner.write(cell.result("", error=f"environment {env_name} could not be "
+                    results[cell.id] = processes.write(cell.result("", error=f"environment {env_name} could not be "
                                                                           f"built: {exc}"))
                 continue
             todo = []
@@ -244,22 +244,22 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
             except environments.BuildError as exc:
                 display.env_failed(env_name, str(exc))
                 for cell in todo:
-                    results[cell.id] = runner.write(cell.result(cell.key(key), error=f"environment {env_name} "
+                    results[cell.id] = processes.write(cell.result(cell.key(key), error=f"environment {env_name} "
                                                                                       f"could not be built: {exc}"))
                 continue
             display.env_ready(built)
-            futures += [(cell, pool.submit(runner.run, cell, built, cell.key(key))) for cell in todo]
+            futures += [(cell, pool.submit(processes.run, cell, built, cell.key(key))) for cell in todo]
         for cell, future in futures:
             result = future.result()
             if result is not None:
                 results[cell.id] = result
     except BaseException:
-        runner.stop()
+        processes.stop()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
         pool.shutdown(wait=True)
-        runner.close()
+        processes.close()
     return [results[cell.id] for cell in cells if cell.id in results]
 
 

@@ -50,7 +50,7 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
     `TOLERANCE` give. A bad argument raises compatcheck.UsageError with a one-line reason.
     """
     from compatcheck.user_options import parse
-    from compatcheck.runner import execute
+    from compatcheck.run import execute
 
     chosen = parse(options)
     run_options = chosen.run_options()
@@ -90,7 +90,7 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
 
 
 def _check_file(target, inputs, dynamic_shapes, tolerance, chosen, run_options, artifacts, command) -> Report:
-    from compatcheck.runner import execute
+    from compatcheck.run import execute
     from compatcheck.target import check_model_path, parse_target
 
     if inputs is not None or dynamic_shapes is not None or tolerance is not None:
@@ -109,7 +109,7 @@ def _check_file(target, inputs, dynamic_shapes, tolerance, chosen, run_options, 
 
 def _check_in_process(model, inputs, dynamic_shapes, tolerance, source, run_options, artifacts, command,
                       jobs) -> Report:
-    from compatcheck.runner import execute
+    from compatcheck.run import execute
     from compatcheck.spec import INFER, assemble
 
     modes = {module: module.training for module in model.modules()}  # the stages run it in eval mode

@@ -180,7 +180,7 @@ def run(
     from compatcheck.cache import default_dir as default_cache_dir
     from compatcheck.files import write_atomically
     from compatcheck.report.console import render
-    from compatcheck.runner import execute
+    from compatcheck.run import execute
     from compatcheck.target import check_model_path, parse_target
     from compatcheck.user_options import parse
 

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
@@ -134,11 +134,13 @@ def _with_user_options(command):
         if option.type is bool:
             annotation, default = bool, False  # a flag; --no-NAME for an option that defaults to True
         else:
-            annotation = Literal[option.choices] if option.choices else str if option.type is list else option.type
+            annotation = str if option.type is list else option.type
             annotation, default = (Optional[annotation] if option.default is None else annotation), option.default
         declared = [option.flag, *([option.short] if option.short else [])]
+        # Choices are checked by parse(), as for check(); the help still lists them.
+        metavar = f"<{'|'.join(option.choices)}>" if option.choices else None
         added.append(inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                       default=typer.Option(default, *declared, help=option.help)))
+                                       default=typer.Option(default, *declared, help=option.help, metavar=metavar)))
     rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[1:]]
     parameters = [own[0], *added, *rest]
 

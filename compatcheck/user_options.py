@@ -120,10 +120,10 @@ def _problem(option: Option, error: dict) -> str:
     if kind in ("greater_than", "greater_than_equal"):
         limit = context.get("gt", context.get("ge"))
         return ("must be non-negative" if kind == "greater_than_equal" and limit == 0 else
-                "must be positive" if limit == 0 else f"must be at least {limit}" if "ge" in context
+                "must be a positive number" if limit == 0 else f"must be at least {limit}" if "ge" in context
                 else f"must be greater than {limit}")
     if kind == "literal_error":
-        return f"must be {' or '.join(option.choices)}"
+        return f"must be {', '.join(option.choices[:-1])} or {option.choices[-1]}"
     return f"must be {_KINDS[option.type]}"
 
 
@@ -146,7 +146,9 @@ def parse(values: dict, *, flags: bool = False):
     except ValidationError as exc:
         error = exc.errors()[0]
         option = BY_NAME[str(error["loc"][0])]
-        raise UsageError(f"{shown(option)} {_problem(option, error)}, got {error['input']!r}") from None
+        got = error["input"]
+        got = f"{got:g}" if isinstance(got, (int, float)) and not isinstance(got, bool) else repr(got)
+        raise UsageError(f"{shown(option)} {_problem(option, error)}, got {got}") from None
     if chosen.triton == "url" and not chosen.triton_url:
         raise UsageError("--triton url needs --triton-url HOST:PORT" if flags else "triton='url' needs triton_url")
     if chosen.rewrites is not None:

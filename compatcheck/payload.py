@@ -8,6 +8,7 @@ value. What cannot be moved either way is named in a one-line error that says ho
 
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 import sys
@@ -53,13 +54,14 @@ def _checking_module(by_value: list):
     could import, instead of writing a file that fails to load there. With cloudpickle, modules
     the worker cannot import are carried by value instead; they are appended to `by_value`."""
     base, cloudpickle = _pickler_base()
+    importable = functools.cache(_importable_elsewhere)  # per payload: sys.path may change between calls
 
     class Pickler(base):
         def reducer_override(self, obj):
             if isinstance(obj, (type, types.FunctionType)):
                 module = getattr(obj, "__module__", None) or "__main__"
                 local = "<locals>" in getattr(obj, "__qualname__", "")
-                if local or not _importable_elsewhere(module):
+                if local or not importable(module):
                     if cloudpickle is None:
                         raise _Unmovable(f"{module}.{obj.__qualname__}")
                     if not local and module != "__main__" and module in sys.modules and module not in by_value \

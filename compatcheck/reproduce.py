@@ -104,7 +104,8 @@ class Reproduction:
         self.dynamic_shapes = self.spec.dynamic_shapes
 
     def check(self, build, flat: bool, expected: str | None) -> int:
-        from compatcheck.harness import isolated_globals, one_line, run_input_set, status_of
+        from compatcheck.errors import one_line
+        from compatcheck.harness import isolated_globals, run_input_set, status_of
 
         with isolated_globals():
             try:

@@ -39,14 +39,16 @@ def test_matrix_yaml_takes_the_options_marked_for_it_and_passes_them_as_flags():
 
 
 @pytest.mark.parametrize("values, as_flag, as_argument", [
-    ({"atol": -1}, "--atol must be non-negative, got -1", "atol must be non-negative, got -1"),
-    ({"timeout": 0}, "--timeout must be a positive number, got 0", "timeout must be a positive number, got 0"),
+    ({"atol": -1}, "--atol: must be a finite non-negative number, got -1",
+     "atol: must be a finite non-negative number, got -1"),
+    ({"timeout": 0}, "--timeout: must be a number of seconds above 0 and at most 604800 (a week), got 0",
+     "timeout: must be a number of seconds above 0 and at most 604800 (a week), got 0"),
     ({"jobs": 0}, "--jobs must be at least 1, got 0", "jobs must be at least 1, got 0"),
     ({"cache": False, "timeout": "soon"}, "--timeout must be a number, got 'soon'", "timeout must be a number, got 'soon'"),
     ({"onnx_exporter": "magic"}, "--onnx-exporter must be dynamo or legacy, got 'magic'",
      "onnx_exporter must be dynamo or legacy, got 'magic'"),
-    ({"memory_limit": "lots"}, "--memory-limit must be a positive size like 4G or 512M, got 'lots'",
-     "memory_limit must be a positive size like 4G or 512M, got 'lots'"),
+    ({"memory_limit": "lots"}, "--memory-limit: must be a positive size like 4G or 512M, got 'lots'",
+     "memory_limit: must be a positive size like 4G or 512M, got 'lots'"),
 ])
 def test_the_same_check_words_the_option_as_the_caller_named_it(values, as_flag, as_argument):
     with pytest.raises(UsageError) as flag:

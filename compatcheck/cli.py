@@ -330,14 +330,9 @@ def triton_repo(
     check_model_path(model)
     if backend not in ("native", "python"):
         raise UsageError(f"--triton-backend must be native or python, got {backend!r}")
-    from pydantic import ValidationError
+    from compatcheck.user_options import parse
 
-    from compatcheck.options import RunOptions
-
-    try:
-        RunOptions(stages=["eager"], timeout=timeout)  # the same checks as run's
-    except ValidationError as exc:
-        raise UsageError(_option_error(exc)) from None
+    parse({"timeout": timeout}, flags=True)  # the same checks as run's
     if output.is_dir() and any(output.iterdir()):
         raise UsageError(f"--output {output} is not empty")
     _writable_dir(output, "--output")

@@ -37,14 +37,17 @@ def findings(report: dict) -> list:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SAME_AS_FILE)
 def test_check_on_an_object_gives_what_run_gives_on_its_file(tmp_path, monkeypatch, name):
-    stages = list(expected_verdicts(MODELS / f"{name}.py"))
+    # aot_inductor compiles C++ for minutes and loads the model no differently than export does.
+    expected = {stage: verdict for stage, verdict in expected_verdicts(MODELS / f"{name}.py").items()
+                if stage != "aot_inductor"}
+    stages = list(expected)
     proc, from_file = run_json(tmp_path, "run", str(MODELS / f"{name}.py"), "--stages", ",".join(stages),
                                "--compile-backend", "aot_eager", "--no-cache")
     model, inputs, dynamic, tolerance = model_object(name, monkeypatch)
     report = compatcheck.check(model, inputs, dynamic_shapes=dynamic, tolerance=tolerance, stages=stages,
                                compile_backend="aot_eager", cache=False)
     from_object = report.model_dump(mode="json")
-    assert verdicts(from_object) == verdicts(from_file) == expected_verdicts(MODELS / f"{name}.py"), proc.stdout
+    assert verdicts(from_object) == verdicts(from_file) == expected, proc.stdout
     assert findings(from_object) == findings(from_file)
     assert from_object["model"]["path"] == str(MODELS / f"{name}.py")
     assert from_object["workers"] == from_file["workers"] == 1

@@ -30,7 +30,6 @@ def _cpp_compiler() -> str | None:
 
 class AotInductor(Stage):
     name = "aot_inductor"
-    requires = ("export",)
 
     def available(self, ctx: StageContext) -> str | None:
         import torch._inductor

@@ -73,10 +73,12 @@ def key_variables() -> dict[str, str]:
             if KEY_VARIABLES.match(name)}
 
 
-def run_key(model: Path, factory: str, options: RunOptions) -> tuple[str, dict]:
-    """(the run key, what it hashes)."""
+def run_key(model: Path, factory: str, options: RunOptions, payload: bytes | None = None) -> tuple[str, dict]:
+    """(the run key, what it hashes); `payload` is a model object's (payload.py): its weights, its
+    structure, the classes carried by value and the inputs."""
     facts = {
         "compatcheck": __version__, "model": str(model), "factory": factory,
+        **({"payload": hashlib.sha256(payload).hexdigest()} if payload is not None else {}),
         "options": options.model_dump(exclude={"stages"}),
         "rewrites": hashlib.sha256(Path(options.rewrites).read_bytes()).hexdigest() if options.rewrites else None,
         "python": sys.version, "executable": sys.executable, "distributions": distributions(),
@@ -105,9 +107,9 @@ def _copy(source: Path, target: Path) -> None:
 
 
 class StageCache:
-    def __init__(self, root: Path, model: Path, factory: str, options: RunOptions):
+    def __init__(self, root: Path, model: Path, factory: str, options: RunOptions, payload: bytes | None = None):
         self.root = root
-        self.key, self.facts = run_key(model, factory, options)
+        self.key, self.facts = run_key(model, factory, options, payload)
         self.folder = root / self.key
         self._hashes: dict[str, str | None] = {}  # one hash per file per lookup, shared by every stage
 

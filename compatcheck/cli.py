@@ -12,23 +12,39 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
 
 from compatcheck import __version__
 from compatcheck.errors import UsageError
 
+
+class _FlagsTakeNoValue:
+    """Help shows no `<bool>` beside a flag (--quiet, --help): it takes no value."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False):
+                param.metavar = ""
+        return params
+
+
+class Command(_FlagsTakeNoValue, TyperCommand):
+    pass
+
+
+class Group(_FlagsTakeNoValue, TyperGroup):
+    pass
+
+
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    cls=Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
     help="Walk a PyTorch model down the deployment ladder and say what blocks each step.",
 )
 err = Console(stderr=True, highlight=False)
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-
-
-def _names(value: str | None) -> list[str] | None:
-    """None when the option was not given; [] when it was but names nothing (`--stages ,`)."""
-    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
 
 
 def _writable_file(path: Path | None, what: str, inputs: dict[str, str] | None = None) -> None:
@@ -53,7 +69,7 @@ def _writable_file(path: Path | None, what: str, inputs: dict[str, str] | None =
 def _write_output(path: Path, text: str, what: str, report) -> None:
     """Write an output at the end; if that fails, or the path turned out to be a file the run loaded, keep the
     text in the temporary folder and say where, so a long run's report is never lost."""
-    from compatcheck.runner import write_atomically
+    from compatcheck.files import write_atomically
 
     problem = None
     if str(path.resolve()) in report.dependencies:
@@ -82,21 +98,6 @@ def _writable_dir(path: Path | None, what: str) -> None:
         raise UsageError(f"cannot write into {what} {path}")
 
 
-_FLAGS = {"memory_limit_mb": "--memory-limit", "triton_launcher": "--triton"}
-
-
-def _option_error(exc) -> str:
-    """A RunOptions validation error as one line naming the flag and the value given."""
-    first = exc.errors()[0]
-    field = str(first["loc"][0]) if first["loc"] else ""
-    flag = _FLAGS.get(field, "--" + field.replace("_", "-"))
-    if first["type"] == "value_error":  # our own validators name the value themselves
-        return f"{flag}: {first['msg'].removeprefix('Value error, ')}"
-    given = first.get("input")
-    shown = f" {given:g}" if isinstance(given, float) else f" {given}" if isinstance(given, (int, str)) else ""
-    return f"{flag}{shown}: {first['msg']}"
-
-
 def _previous_report(path: Path):
     from compatcheck.report.model import load_report
 
@@ -120,90 +121,89 @@ def _sigterm_as_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-@app.command()
+def _with_user_options(command):
+    """`command` with a flag for each of user_options.OPTIONS added after its first parameter; it
+    receives their values, as check() would take them, in `chosen`."""
+    import inspect
+
+    from compatcheck.user_options import OPTIONS
+
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "chosen"]
+    added = []
+    for option in OPTIONS:
+        if option.type is bool:
+            annotation, default = bool, False  # a flag; --no-NAME for an option that defaults to True
+        else:
+            annotation = str if option.type is list else option.type
+            annotation, default = (Optional[annotation] if option.default is None else annotation), option.default
+        declared = [option.flag, *([option.short] if option.short else [])]
+        # Choices are checked by parse(), as for check(); the help still lists them.
+        metavar = f"<{'|'.join(option.choices)}>" if option.choices else None
+        added.append(inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                       default=typer.Option(default, *declared, help=option.help, metavar=metavar)))
+    rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[1:]]
+    parameters = [own[0], *added, *rest]
+
+    def with_options(**values):
+        chosen = {}
+        for option in OPTIONS:
+            value = values.pop(option.name)
+            if option.type is bool and option.default:
+                value = not value
+            elif option.type is list and value is not None:
+                value = [name.strip() for name in value.split(",") if name.strip()]
+            chosen[option.name] = value
+        return command(**values, chosen=chosen)
+
+    with_options.__name__, with_options.__doc__ = command.__name__, command.__doc__
+    with_options.__signature__ = inspect.Signature(parameters)
+    with_options.__annotations__ = {p.name: p.annotation for p in parameters}
+    return with_options
+
+
+@app.command("run", cls=Command)
+@_with_user_options
 def run(
     target: str = typer.Argument(
         ..., metavar="PATH[:FACTORY]", help="The model file, and the factory if it is not get_model."),
-    stages: Optional[str] = typer.Option(None, "--stages", help="Comma-separated stages to run (default: all)."),
-    skip: Optional[str] = typer.Option(None, "--skip", help="Comma-separated stages to leave out."),
-    timeout: float = typer.Option(600.0, "--timeout", help="Seconds one stage may take before it is killed."),
-    atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance for every float output."),
-    rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance for every float output."),
-    onnx_exporter: str = typer.Option("dynamo", "--onnx-exporter", help="dynamo or legacy."),
-    onnx_opset: Optional[int] = typer.Option(None, "--onnx-opset", help="ONNX opset (default: the exporter's)."),
-    compile_backend: str = typer.Option("inductor", "--compile-backend", help="torch.compile backend."),
-    diagnose_budget: Optional[float] = typer.Option(
-        None, "--diagnose-budget", help="Seconds the search for further graph breaks may take (default: the "
-        "stage's own time + 10); the finding says when the list was cut short."),
-    rewrites: Optional[Path] = typer.Option(
-        None, "--rewrites", help="A YAML rewrite catalog; its entries take precedence over the built-in ones."),
-    triton: str = typer.Option(
-        "local", "--triton", help="Server for the triton stage: local (a tritonserver binary), docker or url."),
-    triton_url: Optional[str] = typer.Option(
-        None, "--triton-url", help="HOST:PORT of a running server's HTTP endpoint (gRPC: the next port, or "
-        "HOST:PORT,HOST:PORT), for --triton url."),
-    triton_image: Optional[str] = typer.Option(
-        None, "--triton-image", help="Image for --triton docker (default nvcr.io/nvidia/tritonserver:24.10-py3)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
     markdown_path: Optional[Path] = typer.Option(None, "--markdown", help="Write the Markdown checklist here."),
-    artifacts: Optional[Path] = typer.Option(
-        None, "--artifacts", help="Keep exported files, inputs.npz and a reproduce script per stage here."),
-    jobs: int = typer.Option(1, "--jobs", "-j", help="Run independent stages in up to N workers side by side."),
-    memory_limit: Optional[str] = typer.Option(
-        None, "--memory-limit", help="Memory a worker may allocate, e.g. 4G or 512M; beyond it allocations fail."),
+    junit_path: Optional[Path] = typer.Option(
+        None, "--junit", help="Write JUnit XML here: one test case per stage, the findings in the failure text."),
+    annotations: Optional[str] = typer.Option(
+        None, "--annotations", help="Print each finding as a CI annotation on the user's line: github."),
     resume: bool = typer.Option(
         False, "--resume", help="Keep the verdicts of the --json report an interrupted run left; run the rest."),
-    bench: bool = typer.Option(
-        False, "--bench", help="Time every passing artifact: p50/p95 latency and throughput per input set."),
-    bench_seconds: float = typer.Option(2.0, "--bench-seconds", help="Time budget per artifact and input set."),
-    no_cache: bool = typer.Option(
-        False, "--no-cache", help="Run every stage even if an identical run's results are cached."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress, only the table."),
+    chosen: dict = None,
 ) -> None:
     """Run the model through every stage and compare each with eager."""
-    from pydantic import ValidationError
-
-    from compatcheck import stages as ladder
     from compatcheck.cache import StageCache
     from compatcheck.cache import default_dir as default_cache_dir
-    from compatcheck.options import RunOptions
+    from compatcheck.files import write_atomically
     from compatcheck.report.console import render
-    from compatcheck.runner import execute, write_atomically
+    from compatcheck.run import execute
     from compatcheck.target import check_model_path, parse_target
+    from compatcheck.user_options import parse
 
     model, factory = parse_target(target)
     check_model_path(model)
-    if jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {jobs}")
     if resume and json_path is None:
         raise UsageError("--resume needs --json: the report to resume from")
-    if triton not in ("local", "docker", "url"):
-        raise UsageError(f"--triton must be local, docker or url, got {triton!r}")
-    if triton == "url" and not triton_url:
-        raise UsageError("--triton url needs --triton-url HOST:PORT")
-    if rewrites is not None:
-        from compatcheck.diagnose.catalog import load as load_catalog
-
-        rewrites = rewrites.resolve()
-        load_catalog(str(rewrites))  # a bad file is a usage error now, not a failed diagnosis later
+    if annotations not in (None, "github"):
+        raise UsageError(f"--annotations must be github, got {annotations!r}")
+    chosen = parse(chosen, flags=True)
+    artifacts = chosen.artifacts
     previous = _previous_report(json_path) if resume else None
     inputs = dict.fromkeys(previous.dependencies if previous else (), "a file the resumed run loaded")
     inputs[str(model.resolve())] = "the model file"
-    if rewrites is not None:
-        inputs[str(rewrites)] = "the --rewrites catalog"
+    if chosen.rewrites is not None:
+        inputs[str(chosen.rewrites)] = "the --rewrites catalog"
     _writable_file(json_path, "--json", inputs)
     _writable_file(markdown_path, "--markdown", inputs)
+    _writable_file(junit_path, "--junit", inputs)
     _writable_dir(artifacts, "--artifacts")
-    try:
-        options = RunOptions(
-            stages=ladder.select(_names(stages), _names(skip)), timeout=timeout, atol=atol, rtol=rtol,
-            onnx_exporter=onnx_exporter, onnx_opset=onnx_opset, compile_backend=compile_backend,
-            diagnose_budget=diagnose_budget, rewrites=str(rewrites) if rewrites else None,
-            memory_limit_mb=memory_limit, bench_seconds=bench_seconds if bench else None,
-            triton_launcher=triton, triton_url=triton_url, **({"triton_image": triton_image} if triton_image else {}),
-        )
-    except ValidationError as exc:
-        raise UsageError(_option_error(exc)) from None
+    options = chosen.run_options()
 
     console = Console()
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
@@ -217,13 +217,14 @@ def run(
                 console.print(f"  {stage}: {result.status.value} ({result.seconds:.1f}s)", highlight=False)
 
         # Timings are of this machine now: never served from the cache.
-        cache = None if no_cache or bench else StageCache(default_cache_dir(), model.resolve(), factory, options)
+        cache = StageCache(default_cache_dir(), model.resolve(), factory, options) if chosen.cache and not chosen.bench \
+            else None
         report = execute(model.resolve(), factory, options, artifacts_dir=artifacts,
-                         command=["compatcheck", *sys.argv[1:]], on_event=on_event, jobs=jobs, previous=previous,
-                         cache=cache, protected=set(inputs),
+                         command=["compatcheck", *sys.argv[1:]], on_event=on_event, jobs=chosen.jobs,
+                         previous=previous, cache=cache, protected=set(inputs),
                          say=lambda line: err.print(line, markup=False, soft_wrap=True))
     render(report, console)
-    if artifacts and bench:
+    if artifacts and chosen.bench:
         from compatcheck.report.chart import latency_svg
 
         chart = latency_svg(report)
@@ -235,21 +236,30 @@ def run(
         from compatcheck.report.markdown import checklist
 
         _write_output(markdown_path, checklist(report), "--markdown", report)
+    if junit_path:
+        from compatcheck.report.ci import junit
+
+        _write_output(junit_path, junit(report), "--junit", report)
+    if annotations:
+        from compatcheck.report.ci import github_annotations
+
+        for line in github_annotations(report):
+            print(line)
     if report.interrupted:
         err.print("interrupted: the partial report was written")
         raise typer.Exit(130)
     raise typer.Exit(EXIT_FAILED if report.failed else 0)
 
 
-@app.command()
+@app.command(cls=Command)
 def checklist(
     report_path: Path = typer.Argument(..., help="A JSON report written by `run --json`."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
 ) -> None:
     """Turn a JSON report into a Markdown downgrade checklist."""
+    from compatcheck.files import write_atomically
     from compatcheck.report.markdown import checklist as render_checklist
     from compatcheck.report.model import load_report
-    from compatcheck.runner import write_atomically
 
     _writable_file(output, "--output")
     text = render_checklist(load_report(report_path))
@@ -259,7 +269,7 @@ def checklist(
         sys.stdout.write(text)
 
 
-@app.command()
+@app.command(cls=Command)
 def schema() -> None:
     """Print the JSON schema of the report that `run --json` writes."""
     import json
@@ -269,7 +279,7 @@ def schema() -> None:
     print(json.dumps(Report.model_json_schema(), indent=2))
 
 
-cache_app = typer.Typer(no_args_is_help=True, help="The result cache: what it holds, and emptying it.")
+cache_app = typer.Typer(cls=Group, no_args_is_help=True, help="The result cache: what it holds, and emptying it.")
 app.add_typer(cache_app, name="cache")
 
 
@@ -281,7 +291,7 @@ def _size(count: int) -> str:
     return ""
 
 
-@cache_app.command("info")
+@cache_app.command("info", cls=Command)
 def cache_info() -> None:
     """Where the cache is, its size, and its entries per stage."""
     from compatcheck.cache import default_dir, summary
@@ -293,7 +303,7 @@ def cache_info() -> None:
         print(f"  {stage}: {count}")
 
 
-@cache_app.command("clear")
+@cache_app.command("clear", cls=Command)
 def cache_clear() -> None:
     """Remove every cached result."""
     from compatcheck.cache import clear, default_dir
@@ -301,7 +311,7 @@ def cache_clear() -> None:
     print(f"removed {clear(default_dir())} entries from {default_dir()}")
 
 
-@app.command("triton-repo")
+@app.command("triton-repo", cls=Command)
 def triton_repo(
     target: str = typer.Argument(
         ..., metavar="PATH[:FACTORY]", help="The model file, and the factory if it is not get_model."),
@@ -320,14 +330,9 @@ def triton_repo(
     check_model_path(model)
     if backend not in ("native", "python"):
         raise UsageError(f"--triton-backend must be native or python, got {backend!r}")
-    from pydantic import ValidationError
+    from compatcheck.user_options import parse
 
-    from compatcheck.options import RunOptions
-
-    try:
-        RunOptions(stages=["eager"], timeout=timeout)  # the same checks as run's
-    except ValidationError as exc:
-        raise UsageError(_option_error(exc)) from None
+    parse({"timeout": timeout}, flags=True)  # the same checks as run's
     if output.is_dir() and any(output.iterdir()):
         raise UsageError(f"--output {output} is not empty")
     _writable_dir(output, "--output")
@@ -341,7 +346,7 @@ def triton_repo(
     print(f"repository written to {output}")
 
 
-@app.command()
+@app.command(cls=Command)
 def matrix(
     matrix_path: Path = typer.Argument(..., help="matrix.yaml: environments, models and the baseline."),
     jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", help="Cells to run side by side."),
@@ -373,7 +378,7 @@ def matrix(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=Command)
 def merge(
     cells: list[Path] = typer.Argument(..., help="Cell files written by `compatcheck matrix` (out/cells/*.json)."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Expected results to gate on."),

@@ -6,7 +6,6 @@ Everything here is the same for every stage; stages only build runners and read 
 from __future__ import annotations
 
 import os
-import re
 import time
 import traceback
 import warnings
@@ -16,25 +15,15 @@ import torch
 
 from compatcheck import versions
 from compatcheck.compare import compare_outputs
-from compatcheck.errors import UsageError
+from compatcheck.errors import UsageError, one_line
 from compatcheck.report.model import Finding, InputSetResult, StageResult, Status
-from compatcheck.stages import missing_artifact
+from compatcheck.stages import BY_NAME, missing_artifact
 from compatcheck.stages.base import Stage, StageContext
 
 MAX_ERROR_TEXT = 20_000
 # What the model's code may raise: sys.exit() and KeyboardInterrupt too (the worker has its own
 # session, so no Ctrl-C reaches it), which would otherwise end the worker and read as a crash.
 MODEL_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def one_line(exc: BaseException, limit: int = 240) -> str:
-    text = _ANSI.sub("", str(exc)).strip()
-    first = " ".join([line.strip() for line in text.splitlines() if line.strip()][:3])
-    line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 @contextmanager
@@ -77,7 +66,7 @@ def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
             raise
         except MODEL_ERRORS as exc:
             return f"eager raised {one_line(exc)}: nothing to compare with"
-    for needed in stage.requires:
+    for needed in BY_NAME[stage.name].requires:
         if needed not in ctx.artifacts:
             return missing_artifact(needed, ctx.previous.get(needed), ctx.blockers.get(needed))
     for feature in stage.needs(ctx):

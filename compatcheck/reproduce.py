@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from compatcheck.payload import FILE_NAME
+
 TEMPLATE = '''\
 """Reproduces compatcheck's {stage} stage for {model}.
 
@@ -30,7 +32,7 @@ from torch.export import Dim
 from compatcheck.reproduce import Reproduction
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-case = Reproduction({model!r}, {factory!r}, os.path.join(HERE, "inputs.npz"), cwd={cwd!r}, options={options!r})
+case = Reproduction({model!r}, {factory!r}, os.path.join(HERE, "inputs.npz"), cwd={cwd!r}, options={options!r}{payload})
 model, input_sets, dynamic_shapes = case.model, case.input_sets, case.dynamic_shapes
 
 
@@ -45,12 +47,15 @@ sys.exit(case.check(build, flat={flat!r}, expected={expected!r}))
 def write(stage, ctx, expected: str | None) -> None:
     """Write reproduce_<stage>.py into the working folder; `expected` is the stage's verdict."""
     body = stage.reproduce(ctx)
-    if not body:
-        return
+    if not body or (ctx.spec.is_object and not (ctx.workdir / FILE_NAME).exists()):
+        return  # nothing to rebuild, or a model object run in-process: no payload file to load it from
+    # A model object (check()) is loaded from its payload file beside the script, with the sys.path it came with.
+    payload = (f",\n                   payload=os.path.join(HERE, {FILE_NAME!r}), sys_path={sys.path!r}"
+               if ctx.spec.is_object else "")
     text = TEMPLATE.format(
         stage=stage.name, model=str(ctx.spec.path), factory=ctx.spec.factory, cwd=os.getcwd(),
         options=ctx.options.model_dump(mode="json"), body=textwrap.indent(body, "    "),
-        flat=stage.flat_outputs, expected=expected,
+        flat=stage.flat_outputs, expected=expected, payload=payload,
     )
     (ctx.workdir / f"reproduce_{stage.name}.py").write_text(text)
 
@@ -68,7 +73,8 @@ def save_inputs(input_sets, path: Path) -> None:
 
 
 class Reproduction:
-    def __init__(self, model: str, factory: str, inputs: str, cwd: str, options: dict):
+    def __init__(self, model: str, factory: str, inputs: str, cwd: str, options: dict, payload: str | None = None,
+                 sys_path: list[str] = ()):
         import numpy as np
         import torch
 
@@ -79,7 +85,12 @@ class Reproduction:
         if os.path.isdir(cwd):  # the worker ran in the user's working directory, with it first on sys.path
             os.chdir(cwd)
             sys.path[0] = cwd
-        self.spec = load(Path(model), factory)
+        if payload:
+            from compatcheck.payload import unpack
+
+            self.spec = unpack(Path(payload), list(sys_path))
+        else:
+            self.spec = load(Path(model), factory)
         saved = np.load(inputs)
         restored = []
         for index, input_set in enumerate(self.spec.input_sets):
@@ -93,7 +104,8 @@ class Reproduction:
         self.dynamic_shapes = self.spec.dynamic_shapes
 
     def check(self, build, flat: bool, expected: str | None) -> int:
-        from compatcheck.harness import isolated_globals, one_line, run_input_set, status_of
+        from compatcheck.errors import one_line
+        from compatcheck.harness import isolated_globals, run_input_set, status_of
 
         with isolated_globals():
             try:

@@ -1,7 +1,8 @@
-"""Load the user's model file (worker side only) into a ModelSpec, with one-line errors for bad files.
+"""Load the user's model (worker side only) into a ModelSpec, with one-line errors for bad input.
 
-The protocol: `get_model()` (or the factory named after ':'), `get_inputs()` returning an input set
-or a list of input sets, optional `get_dynamic_shapes()` and `TOLERANCE`.
+A model file's protocol: `get_model()` (or the factory named after ':'), `get_inputs()` returning an
+input set or a list of input sets, optional `get_dynamic_shapes()` and `TOLERANCE`. A model handed
+to `compatcheck.check()` as an object arrives with the same parts (see payload.py).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from pathlib import Path
 import torch
 from torch.utils import _pytree as pytree
 
-from compatcheck.diagnose.frames import UserCode
 from compatcheck.errors import UsageError
+from compatcheck.frames import UserCode
 from compatcheck.target import check_model_path
 
 SEED = 0
@@ -59,8 +60,8 @@ class InputSet:
 
 @dataclass
 class ModelSpec:
-    path: Path
-    factory: str
+    path: Path  # the model file, or the file defining an object's class
+    factory: str  # the factory function, or an object's class name
     model: torch.nn.Module
     given_inputs: list[InputSet]  # as get_inputs() made them; never handed to a run
     dynamic_shapes: object | None
@@ -69,6 +70,7 @@ class ModelSpec:
     user: UserCode
     arrived_training: bool
     build_sites: dict[int, traceback.FrameSummary]
+    is_object: bool = False  # handed over as an object, not built by a factory in a model file
 
     @property
     def input_sets(self) -> list[InputSet]:
@@ -141,7 +143,7 @@ def _build_recording_sites(user: UserCode, factory):
         torch.nn.Module.__init__ = original
 
 
-def _normalize_inputs(raw, where: str) -> list[InputSet]:
+def normalize_inputs(raw, where: str) -> list[InputSet]:
     if raw is None:
         raise UsageError(f"{where} returned None; expected a tensor, a tuple, a dict or a list of input sets")
     items = raw if isinstance(raw, list) else [raw]
@@ -306,25 +308,39 @@ def load(path: Path, factory: str = "get_model") -> ModelSpec:
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"{factory}() returned {type(model).__name__}; expected a torch.nn.Module")
     torch.manual_seed(SEED)
-    sets = _normalize_inputs(_call(user, get_inputs, "get_inputs()"), "get_inputs()")
-
+    raw_inputs = _call(user, get_inputs, "get_inputs()")
     get_dynamic = getattr(module, "get_dynamic_shapes", None)
-    if callable(get_dynamic):
-        dynamic, inferred = _call(user, get_dynamic, "get_dynamic_shapes()"), False
-    else:
-        dynamic, inferred = infer_dynamic_shapes(sets), True
+    dynamic = _call(user, get_dynamic, "get_dynamic_shapes()") if callable(get_dynamic) else INFER
+    spec = assemble(path, factory, model, raw_inputs, "get_inputs()", dynamic,
+                    getattr(module, "TOLERANCE", None), "TOLERANCE")
+    spec.build_sites = sites
+    return spec
 
+
+INFER = "infer"  # dynamic shapes not given: every dimension that differs between input sets is dynamic
+
+
+def assemble(path: Path, factory: str, model, raw_inputs, inputs_from: str, dynamic_shapes, tolerance,
+             tolerance_from: str, *, is_object: bool = False) -> ModelSpec:
+    """A ModelSpec from the parts, checked; `*_from` name where a bad part came from in errors."""
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"the model is {type(model).__name__}; expected a torch.nn.Module")
+    sets = normalize_inputs(raw_inputs, inputs_from)
+    inferred = isinstance(dynamic_shapes, str) and dynamic_shapes == INFER
+    if inferred:
+        dynamic_shapes = infer_dynamic_shapes(sets)
     arrived_training = model.training
     model.eval()
     return ModelSpec(
-        path=path,
+        path=Path(path),
         factory=factory,
         model=model,
         given_inputs=sets,
-        dynamic_shapes=dynamic,
-        dynamic_shapes_inferred=inferred and dynamic is not None,
-        tolerance=_check_tolerance(getattr(module, "TOLERANCE", None), "TOLERANCE"),
-        user=user,
+        dynamic_shapes=dynamic_shapes,
+        dynamic_shapes_inferred=inferred and dynamic_shapes is not None,
+        tolerance=_check_tolerance(tolerance, tolerance_from),
+        user=UserCode(Path(path)),
         arrived_training=arrived_training,
-        build_sites=sites,
+        build_sites={},
+        is_object=is_object,
     )

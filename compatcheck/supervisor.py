@@ -109,9 +109,11 @@ def _kill_group(process: subprocess.Popen) -> None:
 class Supervisor:
     def __init__(self, model: Path, factory: str, options: RunOptions, workdir: Path,
                  on_event: Callable[[str, str, StageResult | None], None] | None = None, jobs: int = 1,
-                 done: dict[str, StageResult] | None = None, artifacts: dict[str, str] | None = None):
+                 done: dict[str, StageResult] | None = None, artifacts: dict[str, str] | None = None,
+                 payload: Path | None = None):
         self.model = model
         self.factory = factory
+        self.payload = payload  # a model object's payload file (payload.py), loaded instead of the model file
         self.options = options
         self.workdir = workdir
         self.on_event = on_event or (lambda kind, stage, result: None)
@@ -184,6 +186,8 @@ class Supervisor:
         with self.lock:
             request = {
                 "model": str(self.model), "factory": self.factory, "options": self.options.model_dump(),
+                "payload": str(self.payload) if self.payload else None,
+                "sys_path": [os.path.abspath(entry or ".") for entry in sys.path],
                 "stages": list(remaining), "artifacts": dict(self.outcome.artifacts), "workdir": str(self.workdir),
                 "previous": {name: r.status.value for name, r in self.outcome.results.items()},
                 "save_inputs": first and lane == 0,

@@ -18,6 +18,7 @@ from torch.utils import _pytree as pytree
 
 from compatcheck.compare import compare_leaf
 from compatcheck.diagnose.onnx_nodes import fx_node_name
+from compatcheck.ort import feeds
 
 
 @dataclass
@@ -55,8 +56,6 @@ def _torch_values(program, input_set) -> dict[str, torch.Tensor]:
 def _onnx_values(model: onnx.ModelProto, input_set, providers: list[str]) -> dict[str, np.ndarray]:
     """ONNX value name -> its value in onnxruntime, every node output made a graph output."""
     import onnxruntime
-
-    from compatcheck.stages.onnxruntime import feeds
 
     model = onnx.ModelProto.FromString(model.SerializeToString())
     outputs = {output.name for output in model.graph.output}

@@ -10,6 +10,8 @@ import onnx
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.errors import error_finding
 from compatcheck.diagnose.onnx_nodes import named_node, node_finding
+from compatcheck.errors import one_line
+from compatcheck.ort import providers
 
 _MISSING = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
 
@@ -46,8 +48,6 @@ def _failure_findings(stage: str, ctx, error: BaseException, providers: list[str
         detail = text.split("invalid model. ", 1)[1].strip()
         return [node_finding(stage, ctx, node, "invalid-graph", f"onnxruntime refuses the exported graph: {detail}")]
     if node is not None:
-        from compatcheck.harness import one_line
-
         return [node_finding(stage, ctx, node, "runtime-error", one_line(error, 400))]
     missing = _MISSING.search(text)
     return [error_finding(stage, ctx, error, "missing-kernel" if missing else "runtime-error",
@@ -112,8 +112,6 @@ def _first_divergent_op(stage: str, ctx, index: int, providers: list[str]):
     try:
         found = first_divergence(ctx, index, providers)
     except Exception as exc:  # the search exports and runs again; the mismatch stands without it
-        from compatcheck.harness import one_line
-
         return ctx.spec.user.finding(
             stage, "numeric-divergence",
             f"input set {index + 1} differs from eager; the search for the first divergent op failed: {one_line(exc)}",
@@ -134,8 +132,6 @@ def _first_divergent_op(stage: str, ctx, index: int, providers: list[str]):
 
 @with_rewrites
 def runtime_findings(stage: str, ctx, error: BaseException | None, session) -> list:
-    from compatcheck.stages.onnxruntime import providers
-
     if error is not None:
         return _failure_findings(stage, ctx, error, providers())
     if session is None:

@@ -23,10 +23,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from compatcheck.errors import UsageError
+from compatcheck.files import write_atomically
 from compatcheck.matrix.cells import CellResult
 from compatcheck.matrix.config import package_name
 from compatcheck.report.model import Finding, StageResult, Status
-from compatcheck.runner import write_atomically
 
 HEADER = ("# Expected verdicts per environment, model and stage, with the versions they were seen on.\n"
           "# Rewritten by `compatcheck matrix --update-baseline`; a regression is a pass here that fails now.\n")

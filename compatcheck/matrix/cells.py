@@ -24,10 +24,11 @@ from pydantic import BaseModel, Field, ValidationError
 import compatcheck
 from compatcheck import stages as ladder
 from compatcheck.errors import UsageError
+from compatcheck.files import write_atomically
 from compatcheck.matrix import environments
 from compatcheck.matrix.config import Matrix, RunSettings, model_name, settings, split_target
 from compatcheck.report.model import Report, load_report
-from compatcheck.runner import write_atomically
+from compatcheck.user_options import OPTIONS
 
 CELL_SCHEMA_VERSION = 1
 
@@ -124,17 +125,16 @@ def load_cell(path: Path) -> CellResult:
 
 
 def run_arguments(cell: Cell) -> list[str]:
-    s = cell.settings
-    args = ["run", cell.target, "--quiet", "--stages", ",".join(s.stages or ladder.NAMES)]
-    for flag, value in (("--timeout", s.timeout), ("--atol", s.atol), ("--rtol", s.rtol),
-                        ("--onnx-exporter", s.onnx_exporter), ("--onnx-opset", s.onnx_opset),
-                        ("--compile-backend", s.compile_backend)):
+    """`compatcheck run` arguments for the cell: the flags of the run settings matrix.yaml gave."""
+    args = ["run", cell.target, "--quiet", "--stages", ",".join(cell.settings.stages or ladder.NAMES)]
+    for option in OPTIONS:
+        value = getattr(cell.settings, option.name, None) if option.name != "stages" else None
         if value is not None:
-            args += [flag, str(value)]
+            args += [option.flag, ",".join(value) if isinstance(value, list) else str(value)]
     return args
 
 
-class Runner:
+class CellProcesses:
     """Runs cells in up to `jobs` processes side by side and stops them all on an interrupt."""
 
     def __init__(self, out_dir: Path, on_done):
@@ -208,7 +208,7 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
     """Build or reuse each environment in turn and run its cells meanwhile; return every cell's result."""
     for folder in ("cells", "logs"):
         (out_dir / folder).mkdir(parents=True, exist_ok=True)
-    runner = Runner(out_dir, display.cell_done)
+    processes = CellProcesses(out_dir, display.cell_done)
     results: dict[str, CellResult] = {}
     pool = ThreadPoolExecutor(jobs)
     futures = []
@@ -225,7 +225,7 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
                 if offline:  # e.g. the nightly index off this network: reported, not gated
                     display.env_unavailable(env_name, offline)
                     for cell in mine:
-                        results[cell.id] = runner.write(cell.result(
+                        results[cell.id] = processes.write(cell.result(
                             cell.key(key), unavailable=True, error=f"optional environment {env_name}: {offline}"))
                     continue
                 if refresh or not environments.pinned(env):
@@ -235,7 +235,7 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
             except environments.BuildError as exc:
                 display.env_failed(env_name, str(exc))
                 for cell in mine:
-                    results[cell.id] = runner.write(cell.result("", error=f"environment {env_name} could not be "
+                    results[cell.id] = processes.write(cell.result("", error=f"environment {env_name} could not be "
                                                                           f"built: {exc}"))
                 continue
             todo = []
@@ -253,22 +253,22 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
             except environments.BuildError as exc:
                 display.env_failed(env_name, str(exc))
                 for cell in todo:
-                    results[cell.id] = runner.write(cell.result(cell.key(key), error=f"environment {env_name} "
+                    results[cell.id] = processes.write(cell.result(cell.key(key), error=f"environment {env_name} "
                                                                                       f"could not be built: {exc}"))
                 continue
             display.env_ready(built)
-            futures += [(cell, pool.submit(runner.run, cell, built, cell.key(key))) for cell in todo]
+            futures += [(cell, pool.submit(processes.run, cell, built, cell.key(key))) for cell in todo]
         for cell, future in futures:
             result = future.result()
             if result is not None:
                 results[cell.id] = result
     except BaseException:
-        runner.stop()
+        processes.stop()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
         pool.shutdown(wait=True)
-        runner.close()
+        processes.close()
     return [results[cell.id] for cell in cells if cell.id in results]
 
 

@@ -6,10 +6,11 @@ import re
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from compatcheck import stages as ladder
 from compatcheck.errors import UsageError
+from compatcheck.user_options import OPTIONS, pydantic_fields
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # environment and model names end up in file names
 REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -47,24 +48,19 @@ class Environment(_Strict):
         return value
 
 
-class RunSettings(_Strict):
-    """What `compatcheck run` gets for one model; set for all models and overridden per model."""
+def _known_stages(cls, value: list[str] | None) -> list[str] | None:
+    for name in value or []:
+        if name not in ladder.BY_NAME:
+            raise ValueError(f"unknown stage {name!r}; stages are: {', '.join(ladder.NAMES)}")
+    return value
 
-    stages: list[str] | None = None
-    timeout: float | None = Field(None, gt=0)
-    atol: float | None = Field(None, ge=0)
-    rtol: float | None = Field(None, ge=0)
-    onnx_exporter: str | None = Field(None, pattern="^(dynamo|legacy)$")
-    onnx_opset: int | None = Field(None, ge=7)
-    compile_backend: str | None = None
 
-    @field_validator("stages")
-    @classmethod
-    def _stages(cls, value: list[str] | None) -> list[str] | None:
-        for name in value or []:
-            if name not in ladder.BY_NAME:
-                raise ValueError(f"unknown stage {name!r}; stages are: {', '.join(ladder.NAMES)}")
-        return value
+# What `compatcheck run` gets for one model, set for all models and overridden per model: the
+# options of user_options.OPTIONS marked `matrix`, unset (None) unless matrix.yaml gives them.
+RunSettings = create_model(
+    "RunSettings", __base__=_Strict, __validators__={"_stages": field_validator("stages")(_known_stages)},
+    **pydantic_fields([option for option in OPTIONS if option.matrix], all_optional=True),
+)
 
 
 class ModelEntry(RunSettings):

@@ -26,8 +26,8 @@ from pathlib import Path
 import compatcheck
 from packaging.requirements import Requirement
 
+from compatcheck.files import write_atomically
 from compatcheck.matrix.config import Environment, package_name
-from compatcheck.runner import write_atomically
 
 MARKER = "compatcheck-env.json"  # written last: an environment without it is a half-built one
 IN_USE = ".in-use"  # held shared by every matrix running on a build, so a refresh never removes it

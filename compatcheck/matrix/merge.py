@@ -7,11 +7,11 @@ from pathlib import Path
 from rich.console import Console
 
 from compatcheck.errors import UsageError
+from compatcheck.files import write_atomically
 from compatcheck.matrix import baseline as expected
 from compatcheck.matrix.baseline import Outcome
 from compatcheck.matrix.cells import CellResult, load_cell
 from compatcheck.matrix.render import Grid, junit, markdown, short, to_json
-from compatcheck.runner import write_atomically
 
 EXIT_GATE = 1
 

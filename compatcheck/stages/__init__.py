@@ -40,6 +40,8 @@ LADDER = (
 )
 NAMES = tuple(entry.name for entry in LADDER)
 BY_NAME = {entry.name: entry for entry in LADDER}
+# A deployment route by name, as the stage its artifact is deployed from; select() adds what it requires.
+ROUTES = {"onnx": ("onnxruntime",), "torchscript": ("jit_script",)}
 
 
 def select(only: list[str] | None, skip: list[str] | None) -> list[str]:

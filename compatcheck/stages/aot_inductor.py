@@ -31,7 +31,6 @@ def _cpp_compiler() -> str | None:
 
 class AotInductor(Stage):
     name = "aot_inductor"
-    requires = ("export",)
 
     def needs(self, ctx: StageContext):
         return (AOT_INDUCTOR,)

@@ -26,7 +26,6 @@ Runner = Callable[[InputSet], object]
 
 class Stage:
     name: str = ""
-    requires: tuple[str, ...] = ()
     flat_outputs = False  # outputs come back as a flat list of leaves (ONNX), not eager's structure
 
     def needs(self, ctx: "StageContext") -> tuple[Feature, ...]:

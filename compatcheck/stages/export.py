@@ -95,6 +95,6 @@ class Export(Stage):
 
 
 def _one_line(error: BaseException) -> str:
-    from compatcheck.harness import one_line
+    from compatcheck.errors import one_line
 
     return one_line(error, 160)

@@ -116,7 +116,7 @@ class OnnxExport(Stage):
         if self.retried is not None and self.program is not None:
             first_error, events = self.retried
             findings += retried_findings(self.name, ctx, self.program.exported_program, first_error, events,
-                                         _per_leaf_dynamic_dims(ctx))
+                                         dynamic_dims(ctx.spec))
         return first_if_size_one(self.name, ctx, findings, error)
 
     def reproduce(self, ctx: StageContext) -> str:

@@ -2,30 +2,13 @@
 
 from __future__ import annotations
 
+from compatcheck.ort import feeds, providers
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
 
 
-def providers() -> list[str]:
-    import onnxruntime
-    import torch
-
-    available = onnxruntime.get_available_providers()
-    if "CUDAExecutionProvider" in available and torch.cuda.is_available():
-        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    return ["CPUExecutionProvider"]
-
-
-def feeds(session, input_set) -> dict:
-    """The session's feed dict for an input set."""
-    names = [i.name for i in session.get_inputs()]
-    arrays = input_set.arrays_for(names, "the ONNX model", "; the exporter dropped or merged inputs")
-    return dict(zip(names, arrays))
-
-
 class OnnxRuntime(Stage):
     name = "onnxruntime"
-    requires = ("onnx_export",)
     flat_outputs = True
 
     def __init__(self):

@@ -75,7 +75,6 @@ def _latency(label: str, seconds: list[float]) -> str:
 
 class Triton(Stage):
     name = "triton"
-    requires = ("onnx_export",)
     flat_outputs = True
 
     def __init__(self):

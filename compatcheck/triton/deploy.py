@@ -20,7 +20,7 @@ def write_repository(model: Path, factory: str, output: Path, *, native: bool, t
     from compatcheck import stages
     from compatcheck.options import RunOptions
     from compatcheck.report.model import Status
-    from compatcheck.runner import execute
+    from compatcheck.run import execute
     from compatcheck.triton import repository
 
     options = RunOptions(stages=stages.select(["onnx_export", *TORCHSCRIPT_STAGES], None), timeout=timeout)

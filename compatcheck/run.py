@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,19 +18,6 @@ from compatcheck.report.model import CacheOrigin, Report, StageResult, Status
 from compatcheck.speed import add_speedups
 from compatcheck.supervisor import Supervisor
 from compatcheck.workfolder import Published, WorkFolder
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename, so no reader sees half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def resumable(previous: Report | None, options: RunOptions, key: str) -> tuple[dict[str, StageResult], str | None]:
@@ -85,13 +71,18 @@ def settled_skips(done: dict[str, StageResult], options: RunOptions) -> dict[str
 def execute(model: Path, factory: str, options: RunOptions, *, artifacts_dir: Path | None = None,
             command: list[str] | None = None, on_event=None, jobs: int = 1,
             previous: Report | None = None, cache: StageCache | None = None,
-            say: Callable[[str], None] = lambda line: None, protected: set[str] = frozenset()) -> Report:
-    """Run the stages not resumed or cached; `protected` are input files --artifacts must never overwrite."""
+            say: Callable[[str], None] = lambda line: None, protected: set[str] = frozenset(),
+            payload: bytes | None = None, spec=None) -> Report:
+    """Run the stages not resumed or cached; `protected` are input files --artifacts must never overwrite.
+
+    The model is the file `model` (and `factory`), or a model object: `payload` (payload.py) to load
+    it in the workers, or its `spec` to run it in this process; `model` and `factory` then name the
+    file and the class that define it."""
     published = Published(artifacts_dir) if artifacts_dir else None  # refuses a folder another run uses
     work = WorkFolder()
     try:
         return _execute(model, factory, options, work.path, published, command, on_event, jobs, previous, cache,
-                        say, protected)
+                        say, protected, payload, spec)
     finally:
         work.close()
         if published:
@@ -101,12 +92,12 @@ def execute(model: Path, factory: str, options: RunOptions, *, artifacts_dir: Pa
 
 
 def _execute(model, factory, options, workdir, published, command, on_event, jobs, previous, cache, say,
-             protected) -> Report:
+             protected, payload, spec) -> Report:
     started = time.monotonic()
     report = Report(
         tool_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         command=redact.tree(command or []), options=redact.tree(options.model_dump()),
-        run_key=cache.key if cache else run_key(model, factory, options)[0],
+        run_key=cache.key if cache else run_key(model, factory, options, payload)[0],
     )
     done, why = resumable(previous, options, report.run_key)
     if why:
@@ -146,7 +137,19 @@ def _execute(model, factory, options, workdir, published, command, on_event, job
 
     if published:
         published.sync(workdir, set(protected) | set(dependencies))
-    supervisor = Supervisor(model, factory, options, workdir, event, jobs=jobs, done=done, artifacts=artifacts)
+    if spec is not None:
+        from compatcheck.inprocess import InProcess
+
+        supervisor = InProcess(spec, options, workdir, event, done=done, artifacts=artifacts)
+    else:
+        payload_path = None
+        if payload is not None:
+            from compatcheck.payload import FILE_NAME
+
+            payload_path = workdir / FILE_NAME
+            payload_path.write_bytes(payload)
+        supervisor = Supervisor(model, factory, options, workdir, event, jobs=jobs, done=done, artifacts=artifacts,
+                                payload=payload_path)
     try:
         supervisor.run()
     except KeyboardInterrupt:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from compatcheck.report.model import Finding
 
-_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+_PACKAGE_DIR = Path(__file__).resolve().parent
 _TRACED_FRAME = re.compile(r"^(.+\.py)\((\d+)\): \S+$")
 # Installed packages whose frames are the machinery under every model, not the library it is built with.
 _NOT_A_LIBRARY = {"torch", "functorch", "compatcheck", "onnx", "onnxscript", "onnxruntime", "numpy", "sympy"}

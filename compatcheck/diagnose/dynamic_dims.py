@@ -18,6 +18,10 @@ _SOURCE = re.compile(r"\['(\w+)'\](?:\[\d+\])*\.size\(\)\[(\d+)\]|\[(\d+)\]\.siz
 
 def is_specialization(error: BaseException) -> bool:
     """Whether the export failed because a dimension declared dynamic had to be a constant."""
+    from compatcheck.diagnose.shapes import pinned_dims
+
+    if pinned_dims(error):  # "inferred a static shape of 2 for dimension ...", worded so by some releases
+        return True
     while error is not None:
         if _SPECIALIZED.search(str(error)):
             return True
@@ -88,7 +92,7 @@ def _pinned_at(events, name: str, leaf: int, dim: int):
 def retried_findings(stage: str, ctx, program, first_error: BaseException, events, asked: list[dict]) -> list[Finding]:
     """`dynamic-shape` findings for the Dim.AUTO export: one per dim that came out static, at the line
     that pinned it; or one saying every dim stayed dynamic."""
-    from compatcheck.harness import one_line
+    from compatcheck.errors import one_line
 
     names = _leaf_names(ctx.spec.input_sets[0])
     placeholders = [node for node in program.graph.nodes if node.op == "placeholder"

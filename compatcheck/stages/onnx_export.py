@@ -89,7 +89,7 @@ class OnnxExport(Stage):
                 self.retried = (error, events)
                 return program
             except Exception as again:  # the verdict is about the first recipe: its error is the one to report
-                from compatcheck.harness import one_line
+                from compatcheck.errors import one_line
 
                 self.auto_failed = one_line(again, 200)
         cause = restate(self.name, ctx, error)  # the exporter's first line names the step, not the cause

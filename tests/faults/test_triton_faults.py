@@ -22,7 +22,27 @@ pytest.importorskip("tritonclient.grpc", reason="tritonclient is not installed")
 pytest.importorskip("tritonclient.http", reason="tritonclient is not installed")
 
 from compatcheck.triton.client import Client  # noqa: E402
-from tests.test_triton_server import MANY_INPUT_SETS, processes_mentioning, wait_until_gone  # noqa: E402
+from tests.test_triton_server import MANY_INPUT_SETS, wait_until_gone  # noqa: E402
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """pid -> command line of every live descendant of `pid`, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, todo = {}, list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        try:
+            found[child] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        todo += children.get(child, [])
+    return found
 
 INSTALLATION = local.find()
 needs_server = pytest.mark.skipif(isinstance(INSTALLATION, str),
@@ -122,23 +142,31 @@ def test_port_taken_on_every_try_fails_naming_the_port(tmp_path, monkeypatch, sq
 def test_server_killed_mid_request_fails_the_stage_promptly_and_leaves_nothing(tmp_path):
     model = tmp_path / "many_input_sets.py"
     model.write_text(MANY_INPUT_SETS)
-    artifacts, out = tmp_path / "artifacts", tmp_path / "report.json"
-    server_log = artifacts / "triton" / "server.log"
+    artifacts, out, tmp = tmp_path / "artifacts", tmp_path / "report.json", tmp_path / "tmp"
+    tmp.mkdir()
+
+    def loaded() -> bool:  # the server writes its log into the run's private working folder, under TMPDIR
+        return any("successfully loaded" in log.read_text(errors="replace")
+                   for log in tmp.glob("compatcheck-run-*/triton/server.log"))
+
     with (tmp_path / "output.txt").open("w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "compatcheck", "run", str(model), "--stages", "onnxruntime,triton",
              "--artifacts", str(artifacts), "--json", str(out), "-q"],
-            stdout=output, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "COLUMNS": "200"},
+            stdout=output, stderr=subprocess.STDOUT, cwd=ROOT,
+            env={**os.environ, "COLUMNS": "200", "TMPDIR": str(tmp)},
         )
     try:
         deadline = time.monotonic() + 300
-        while not (server_log.exists() and "successfully loaded" in server_log.read_text(errors="replace")):
+        while not loaded():
             assert process.poll() is None, (tmp_path / "output.txt").read_text()
             assert time.monotonic() < deadline, "the server did not load the model in time"
             time.sleep(0.1)
         time.sleep(1.0)  # requests are flowing
-        [server] = [pid for pid, cmdline in processes_mentioning(str(artifacts)).items()
-                    if Path(cmdline.split()[0]).name == "tritonserver"]
+        # The run works in a private folder of its own: find its server among compatcheck's descendants.
+        [(server, cmdline)] = [(pid, cmdline) for pid, cmdline in descendants(process.pid).items()
+                               if Path(cmdline.split()[0]).name == "tritonserver"]
+        [repository] = [arg.split("=", 1)[1] for arg in cmdline.split() if arg.startswith("--model-repository=")]
         os.kill(server, signal.SIGKILL)
         killed = time.monotonic()
         returncode = process.wait(90)
@@ -159,4 +187,4 @@ def test_server_killed_mid_request_fails_the_stage_promptly_and_leaves_nothing(t
     assert failed and all("the server died" in one["error"] for one in failed)
     assert any(one["ok"] for one in triton["input_sets"]), "the server was killed before it answered"
     # The stub outlives its server by a minute or more unless the launcher kills it.
-    assert wait_until_gone(str(artifacts), seconds=5) == {}
+    assert wait_until_gone(repository, seconds=5) == {}

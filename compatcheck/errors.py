@@ -33,3 +33,13 @@ def one_line(exc: BaseException, limit: int = 240) -> str:
     if len(lines) > 3 or len(head + first) > limit:
         first = _whole_sentences(" ".join(lines), limit - len(head))
     return head + first
+
+
+def chain_text(error: BaseException | None) -> str:
+    """Every message along an exception's causes and contexts: exporters restate errors and chain the real one."""
+    texts, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        texts.append(str(error))
+        error = error.__cause__ or error.__context__
+    return "\n".join(texts)

@@ -10,6 +10,7 @@ import re
 
 from torch.utils import _pytree as pytree
 
+from compatcheck.errors import chain_text
 from compatcheck.report.model import Finding
 
 
@@ -53,7 +54,7 @@ def _pinned(ctx, error: BaseException | None) -> tuple[list, int] | None:
     works on it and fails on a later set that has another size there."""
     sets = ctx.spec.input_sets
     sample = _named_shapes(sets[0])
-    said = [m.groups() for m in _EXPORT_SAID.finditer(_chain_text(error))]
+    said = [m.groups() for m in _EXPORT_SAID.finditer(chain_text(error))]
     if said:
         found = []
         for size, path, dim in said:
@@ -77,15 +78,6 @@ def _pinned(ctx, error: BaseException | None) -> tuple[list, int] | None:
               if leaf < len(other) and len(other[leaf][1]) == len(shape)
               for dim, size in enumerate(shape) if size in (0, 1) and other[leaf][1][dim] != size]
     return (pinned, failing) if pinned else None
-
-
-def _chain_text(error: BaseException | None) -> str:
-    texts, seen = [], set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        texts.append(str(error))
-        error = error.__cause__ or error.__context__
-    return "\n".join(texts)
 
 
 def size_one_sample(stage: str, ctx, error: BaseException | None = None) -> Finding | None:

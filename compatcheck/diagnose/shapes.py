@@ -20,6 +20,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from compatcheck.diagnose.constructs import construct
+from compatcheck.errors import chain_text
 
 _MARKED = re.compile(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)")
 _INFERRED = re.compile(r"inferred a static shape of (-?\d+) for dimension (\S+?)\.?(?:\s|$)")
@@ -46,18 +47,9 @@ def dim_name(source: str) -> str:
     return f"{name}{path}.shape[{dim}]"
 
 
-def _chain_text(error: BaseException | None) -> str:
-    texts, seen = [], set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        texts.append(str(error))
-        error = error.__cause__ or error.__context__
-    return "\n".join(texts)
-
-
 def pinned_dims(error: BaseException | None) -> dict[str, int]:
     """The dynamic dimensions an export error says were pinned, with the constant: {'x.shape[0]': 2}."""
-    text = _chain_text(error)
+    text = chain_text(error)
     pinned = {dim_name(source): int(value) for source, value in _MARKED.findall(text)}
     pinned.update({dim_name(source): int(value) for value, source in _INFERRED.findall(text)})
     return pinned

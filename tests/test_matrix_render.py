@@ -49,6 +49,16 @@ BASELINE = Baseline.model_validate({"environments": {
 }})
 
 
+def line_of(model: str, code: str) -> str:
+    """'model.py:N' of the first line holding `code` in an example model."""
+    lines = (MODELS / f"{model}.py").read_text().splitlines()
+    return f"{model}.py:{next(n for n, line in enumerate(lines, 1) if code in line)}"
+
+
+ITEM = line_of("item_call", "peak = x.abs().max().item()")
+BRANCH = line_of("data_dependent_if", "if x.sum() > 0")
+
+
 def grid(reports) -> Grid:
     results = cells(reports)
     return Grid(results, gate(results, BASELINE, {r.id for r in results}), BASELINE)
@@ -61,13 +71,13 @@ def test_markdown_grid_names_the_regression_its_versions_and_finding(reports):
     regression = next(line for line in text.splitlines() if line.startswith("- **item_call**"))
     assert regression.startswith(f"- **item_call** · `jit_trace` on **torch-b**: pass with torch 2.12.0 (baseline), "
                                  f"now mismatch with torch {torch}: frozen-constant")
-    assert "at item_call.py:20: " in regression
+    assert f"at {ITEM}: " in regression
     assert f"| model | torch-a<br>torch {torch} | torch-b<br>torch {torch} |" in text
     assert "| item_call | ✅ ⚠️[^1] · · | ✅ ⚠️[^1]🔻 · · |" in text  # the same failure, one footnote
     assert "| data_dependent_if | ✅ ⚠️[^2] ❌[^3] ⏭️ | ✅ ✅🔺 ❌[^3] ⏭️ |" in text
     footnotes = {line.split(":", 1)[0]: line for line in text.splitlines() if line.startswith("[^")}
-    assert footnotes["[^1]"].startswith("[^1]: `jit_trace`: frozen-constant") and "item_call.py:20" in footnotes["[^1]"]
-    assert footnotes["[^3]"].startswith("[^3]: `onnx_export`: ") and "data_dependent_if.py:25" in footnotes["[^3]"]
+    assert footnotes["[^1]"].startswith("[^1]: `jit_trace`: frozen-constant") and ITEM in footnotes["[^1]"]
+    assert footnotes["[^3]"].startswith("[^3]: `onnx_export`: ") and BRANCH in footnotes["[^3]"]
     assert "in order: `eager` · `jit_trace` · `onnx_export` · `onnxruntime`" in text
     between = next(line for line in text.splitlines() if "starts passing" in line)
     assert between.startswith(f"- **data_dependent_if** · `jit_trace` starts passing from torch-a (torch {torch}, "
@@ -82,7 +92,7 @@ def test_junit_has_a_case_per_cell_and_stage_and_fails_only_regressions(reports)
     failed = [case for case in b.iter("testcase") if case.find("failure") is not None]
     assert [(c.get("classname"), c.get("name")) for c in failed] == [("torch-b.item_call", "jit_trace")]
     failure = failed[0].find("failure")
-    assert failure.get("message") == "new-failure: expected pass, got mismatch" and "item_call.py:20" in failure.text
+    assert failure.get("message") == "new-failure: expected pass, got mismatch" and ITEM in failure.text
     skipped = {case.get("name"): case.find("skipped").get("message") for case in a.iter("testcase")
                if case.find("skipped") is not None}
     assert skipped["onnx_export"] == "xfail: expected fail, got fail"

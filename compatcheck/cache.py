@@ -2,7 +2,8 @@
 
 An entry is found in two steps, the way ccache's manifests work:
 1. The run key (`RunKey`) names a folder. It hashes what is known before anything runs:
-   - compatcheck's version: another version may decide differently;
+   - compatcheck's version and the content of its own files (a few milliseconds): another version,
+     or a checkout edited since, may decide differently;
    - the model's path and factory, and the options (and the --rewrites catalog's bytes, since
      findings carry its rewrites): they say what was run and how;
    - the interpreter (version and executable): bytecode, C extensions and torch builds differ;
@@ -26,6 +27,7 @@ computed it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -73,11 +75,21 @@ def key_variables() -> dict[str, str]:
             if KEY_VARIABLES.match(name)}
 
 
+@functools.cache
+def own_source() -> str:
+    """sha256 over compatcheck's own .py and .yaml files, by path and content."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def run_key(model: Path, factory: str, options: RunOptions, payload: bytes | None = None) -> tuple[str, dict]:
     """(the run key, what it hashes); `payload` is a model object's (payload.py): its weights, its
     structure, the classes carried by value and the inputs."""
     facts = {
-        "compatcheck": __version__, "model": str(model), "factory": factory,
+        "compatcheck": __version__, "compatcheck_source": own_source(), "model": str(model), "factory": factory,
         **({"payload": hashlib.sha256(payload).hexdigest()} if payload is not None else {}),
         "options": options.model_dump(exclude={"stages"}),
         "rewrites": hashlib.sha256(Path(options.rewrites).read_bytes()).hexdigest() if options.rewrites else None,

@@ -61,7 +61,7 @@ def _where_outputs_differ(ctx, session, index: int) -> str:
     from torch.utils import _pytree as pytree
 
     from compatcheck.diagnose.positions import describe, differing, masked_by
-    from compatcheck.stages.onnxruntime import feeds
+    from compatcheck.ort import feeds
 
     feed = feeds(session, ctx.spec.input_sets[index])
     outputs = session.run(None, feed)

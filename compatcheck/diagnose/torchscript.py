@@ -94,7 +94,7 @@ def _frontend_finding(stage: str, ctx, error: BaseException, kind: str):
 def _library_modules(model):
     """(attribute path, module, library file) for each submodule, the model included, whose class is
     library code, outermost first."""
-    from compatcheck.diagnose.frames import library_path
+    from compatcheck.frames import library_path
 
     for name, module in model.named_modules():
         try:
@@ -122,7 +122,7 @@ def _calling_line(ctx, attribute: str):
 def _library_not_scriptable(stage: str, ctx, error: BaseException):
     """A finding when scripting failed in library code the model calls: not something the user can
     rewrite, so it says what TorchScript does and what works instead (routes are added at assembly)."""
-    from compatcheck.diagnose.frames import library_path
+    from compatcheck.frames import library_path
 
     user = ctx.spec.user
     text = str(error)

@@ -196,20 +196,26 @@ def test_url_launcher_loads_through_the_api_and_reports_the_reason(tmp_path):
 def test_interrupted_run_leaves_no_server_behind(tmp_path):
     model = tmp_path / "many_input_sets.py"
     model.write_text(MANY_INPUT_SETS)
-    artifacts = tmp_path / "artifacts"
-    server_log = artifacts / "triton" / "server.log"
+    artifacts, tmp = tmp_path / "artifacts", tmp_path / "tmp"
+    tmp.mkdir()
+
+    def loaded() -> bool:  # the server runs from the run's private working folder, under TMPDIR
+        return any("successfully loaded" in log.read_text(errors="replace")
+                   for log in tmp.glob("compatcheck-run-*/triton/server.log"))
+
     with (tmp_path / "output.txt").open("w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "compatcheck", "run", str(model), "--stages", "triton", "--artifacts",
              str(artifacts), "-q"], stdout=output, stderr=subprocess.STDOUT, cwd=ROOT,
+            env={**os.environ, "TMPDIR": str(tmp)},
         )
     try:
         deadline = time.monotonic() + 300
-        while not (server_log.exists() and "successfully loaded" in server_log.read_text(errors="replace")):
+        while not loaded():
             assert process.poll() is None, (tmp_path / "output.txt").read_text()
             assert time.monotonic() < deadline, "the server did not load the model in time"
             time.sleep(0.1)
-        serving = {Path(cmdline.split()[0]).name for cmdline in processes_mentioning(str(artifacts)).values()}
+        serving = {Path(cmdline.split()[0]).name for cmdline in processes_mentioning(str(tmp)).values()}
         assert {"tritonserver"} | ({"triton_python_backend_stub"} if PYTHON_BACKEND else set()) <= serving
         process.send_signal(signal.SIGINT)
         assert process.wait(60) == 130, (tmp_path / "output.txt").read_text()
@@ -217,4 +223,4 @@ def test_interrupted_run_leaves_no_server_behind(tmp_path):
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert wait_until_gone(str(artifacts)) == {}
+    assert wait_until_gone(str(tmp)) == {}

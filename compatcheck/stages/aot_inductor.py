@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 
-import torch
-
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
 from compatcheck.versions import AOT_INDUCTOR

@@ -26,6 +26,23 @@ def processes_with(mark: str) -> list[int]:
     return found
 
 
+def wait_until_hanging(flag: Path, proc, seconds: float = 120) -> None:
+    """Waits for a hanging test model to create `flag`: its stage is under way (a fixed sleep is not
+    enough on a loaded machine)."""
+    deadline = time.monotonic() + seconds
+    while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert flag.exists(), "the run never reached the stage that hangs"
+
+
+def wait_until_gone(pids_of, seconds: float = 10) -> list[int]:
+    """Polls `pids_of()` until it is empty or `seconds` pass; returns what is left."""
+    deadline = time.monotonic() + seconds
+    while pids_of() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pids_of()
+
+
 @pytest.fixture
 def leaves_nothing(tmp_path, monkeypatch):
     """Runs started in the test get a private TMPDIR and an inherited mark; when the test ends, no
@@ -36,10 +53,7 @@ def leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setenv(MARK, mark)
     yield mark
-    deadline = time.monotonic() + 1.0  # a killed process is gone from /proc once reaped
-    while processes_with(mark) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = processes_with(mark)
+    left = wait_until_gone(lambda: processes_with(mark))  # a killed process is gone from /proc once reaped
     for pid in left:  # so a failing test does not leave them to the next
         try:
             os.kill(pid, signal.SIGKILL)

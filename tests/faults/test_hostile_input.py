@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli, run_json, verdicts
-from tests.faults.conftest import processes_with
+from tests.faults.conftest import processes_with, wait_until_hanging
 from tests.faults.test_bad_input import assert_one_line_usage_error
 
 HERE = Path(__file__).parent / "models"
@@ -117,23 +117,17 @@ def test_children_in_a_new_session_end_with_the_stage(tmp_path, leaves_nothing):
 def test_kill_9_of_compatcheck_leaves_no_process_and_no_folder(tmp_path, leaves_nothing):
     args = [sys.executable, "-m", "compatcheck", "run", str(HERE / "spawns_new_session_child.py"), "--stages",
             "eager,jit_trace", "--no-cache"]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "COMPATCHECK_TEST_HANG": "1"})
+    hanging = tmp_path / "hanging"
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "COMPATCHECK_TEST_HANG": str(hanging)})
     try:
-        line, deadline = "", time.monotonic() + 120
-        while "eager: pass" not in line and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-        assert "eager: pass" in line, "the run never got past eager"
-        time.sleep(1.0)  # into jit_trace, which hangs; the model's child lives in its own session
+        wait_until_hanging(hanging, proc)  # the model's child lives in its own session
         assert len(processes_with(leaves_nothing)) >= 3, "compatcheck, its worker and the model's child"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
-    deadline = time.monotonic() + 10
-    while processes_with(leaves_nothing) and time.monotonic() < deadline:
-        time.sleep(0.1)
     # the fixture asserts that no process and no temporary folder remain
 
 

@@ -6,12 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, run_json, verdicts
+from tests.faults.conftest import wait_until_gone, wait_until_hanging
 
 HERE = Path(__file__).parent / "models"
 TRACE_AND_AFTER = "eager,jit_trace,onnx_export,onnxruntime"
@@ -66,15 +66,11 @@ def test_interrupt_mid_stage_writes_the_partial_report_leaves_nothing_and_resume
     artifacts, out = tmp_path / "artifacts", tmp_path / "report.json"
     args = [sys.executable, "-m", "compatcheck", "run", str(HERE / "hangs_if_asked.py"), "--stages",
             TRACE_AND_AFTER, "--json", str(out), "--artifacts", str(artifacts)]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "COMPATCHECK_TEST_HANG": "1"})
+    hanging = tmp_path / "hanging"
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "COMPATCHECK_TEST_HANG": str(hanging)})
     try:
-        line = ""
-        deadline = time.monotonic() + 120
-        while "eager: pass" not in line and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-        assert "eager: pass" in line, "the run never got past eager"
-        time.sleep(1.0)  # into jit_trace, which now hangs
+        wait_until_hanging(hanging, proc)
         proc.send_signal(signum)
         proc.wait(timeout=60)
     finally:
@@ -85,8 +81,7 @@ def test_interrupt_mid_stage_writes_the_partial_report_leaves_nothing_and_resume
     assert report["interrupted"] is True
     assert verdicts(report) == {"eager": "pass", "jit_trace": "skip", "onnx_export": "skip", "onnxruntime": "skip"}
     assert report["stages"][1]["reason"] == "interrupted before it ran"
-    time.sleep(0.5)
-    assert processes_mentioning(str(artifacts)) == []
+    assert wait_until_gone(lambda: processes_mentioning(str(artifacts))) == []
 
     resumed = subprocess.run(args + ["--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import MODELS, ROOT, run_cli, verdicts
 from tests.faults.test_bad_input import assert_one_line_usage_error
+from tests.faults.conftest import wait_until_gone, wait_until_hanging
 from tests.faults.test_process_faults import processes_mentioning
 
 PASSES_TRACE = "import torch\ndef get_model():\n    return torch.nn.Linear(4, 3)\ndef get_inputs():\n    return torch.randn(2, 4)\n"
@@ -26,8 +26,7 @@ def temp(tmp_path):
     folder = tmp_path / "tmp"
     folder.mkdir()
     yield folder
-    time.sleep(0.3)
-    assert processes_mentioning(str(tmp_path)) == []
+    assert wait_until_gone(lambda: processes_mentioning(str(tmp_path))) == []
     assert [p.name for p in folder.glob("compatcheck-run-*") if not p.name.endswith("-live")] == []
 
 
@@ -77,14 +76,10 @@ def test_a_second_run_on_a_folder_in_use_is_refused_and_the_first_keeps_it(tmp_p
     shared = tmp_path / "art"
     first = subprocess.Popen(
         [sys.executable, "-m", "compatcheck", "run", str(model), "--stages", "eager,jit_trace", "--artifacts",
-         str(shared), "--no-cache"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "TMPDIR": str(temp), "COMPATCHECK_TEST_HANG": "1"})
+         str(shared), "--no-cache"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(temp), "COMPATCHECK_TEST_HANG": str(tmp_path / "hanging")})
     try:
-        deadline = time.monotonic() + 120
-        line = ""
-        while "eager: pass" not in line and time.monotonic() < deadline:
-            line = first.stdout.readline()
-        assert "eager: pass" in line
+        wait_until_hanging(tmp_path / "hanging", first)
         assert (shared / "inputs.npz").exists() and (shared / "reproduce_eager.py").exists(), \
             "a finished stage's files are in --artifacts at once"
         second = run(temp, "run", str(tmp_path / "hangs.py"), "--stages", "eager", "--artifacts", str(shared))

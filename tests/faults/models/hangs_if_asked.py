@@ -1,7 +1,9 @@
-"""Hangs under torch.jit.trace while COMPATCHECK_TEST_HANG is set: a run to interrupt, then resume."""
+"""Hangs under torch.jit.trace while COMPATCHECK_TEST_HANG names a file, which it creates first so a test
+knows the stage is under way: a run to interrupt, then resume."""
 
 import os
 import time
+from pathlib import Path
 
 import torch
 
@@ -9,6 +11,7 @@ import torch
 class HangsIfAsked(torch.nn.Module):
     def forward(self, x):
         if torch.jit.is_tracing() and os.environ.get("COMPATCHECK_TEST_HANG"):
+            Path(os.environ["COMPATCHECK_TEST_HANG"]).touch()
             time.sleep(3600)
         return x - 1
 

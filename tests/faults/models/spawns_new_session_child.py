@@ -1,10 +1,11 @@
 """Starts a child in a new session (out of the worker's process group) in forward, then hangs in
-torch.jit.trace when COMPATCHECK_TEST_HANG is set."""
+torch.jit.trace when COMPATCHECK_TEST_HANG names a file, which it creates first."""
 
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -17,6 +18,7 @@ class SpawnsChild(torch.nn.Module):
             started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                                             start_new_session=True))
         if torch.jit.is_tracing() and os.environ.get("COMPATCHECK_TEST_HANG"):
+            Path(os.environ["COMPATCHECK_TEST_HANG"]).touch()
             time.sleep(600)
         return x * 2
 

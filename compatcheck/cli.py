@@ -361,6 +361,9 @@ def matrix(
     refresh_envs: bool = typer.Option(
         False, "--refresh-envs", help="Build every environment again now (unpinned ones are re-resolved anyway "
         "once older than their refresh_after)."),
+    build_only: bool = typer.Option(
+        False, "--build-only", help="Build or reuse the environments the cells need, run no cell, and exit 1 if "
+        "a required one fails (a matrix run started meanwhile waits for each build and reuses it)."),
 ) -> None:
     """Run every model in every environment; merge into one grid and gate it on the baseline."""
     from compatcheck.matrix.run import main as run_matrix
@@ -370,7 +373,7 @@ def matrix(
     try:
         code = run_matrix(matrix_path, Console(), jobs=jobs, resume=resume, strict=strict,
                           update_baseline=update_baseline, out=out, env_dir=env_dir, only=cell, emit_for=emit,
-                          refresh_envs=refresh_envs)
+                          refresh_envs=refresh_envs, build_only=build_only)
     except KeyboardInterrupt:
         err.print(f"interrupted: finished cells are in {out}/cells; run again with --resume to keep them",
                   markup=False, soft_wrap=True)

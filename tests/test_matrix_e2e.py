@@ -5,6 +5,7 @@ default cache): whichever of this test and the repository matrix runs first buil
 """
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -100,3 +101,31 @@ def test_an_interrupted_matrix_keeps_finished_cells_and_resume_runs_the_rest(tmp
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "torch-2.13/item_call: 1 pass (kept from the last run)" in resumed.stdout
     assert "torch-2.13/sleepy: 1 pass (" in resumed.stdout and "2 of 2 cells" in resumed.stdout
+
+
+def test_build_only_builds_or_reuses_each_environment_and_runs_no_cell(tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: the optional environment's index
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "environments": {
+            "torch-2.13": {"requirements": ["torch==2.13.0"]},
+            "offline": {"requirements": ["torch"], "index_url": f"http://127.0.0.1:{port}/simple", "optional": True},
+            "impossible": {"requirements": ["torch==1.0.0"]},  # no such wheel for this Python: the build fails
+        },
+        "models": {"stages": ["eager"], "paths": [str(MODELS / "item_call.py")]},
+    }))
+    out = tmp_path / "out"
+    built = run_cli("matrix", str(tmp_path / "matrix.yaml"), "--build-only", "--out", str(out), timeout=1800)
+    assert built.returncode == 1, built.stdout + built.stderr
+    assert re.search(r"environment torch-2.13: (reusing|built in)", built.stdout)
+    assert "environment offline: unavailable, and optional" in built.stdout
+    assert "environment impossible: build failed" in built.stdout
+    assert not (out / "cells").exists() or not list((out / "cells").iterdir()), "a cell ran"
+
+    only = run_cli("matrix", str(tmp_path / "matrix.yaml"), "--build-only", "--cell", "torch-2.13/item_call",
+                   "--out", str(out), timeout=600)
+    assert only.returncode == 0 and "environment torch-2.13: reusing" in only.stdout, only.stdout + only.stderr
+    assert "impossible" not in only.stdout

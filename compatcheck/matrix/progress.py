@@ -10,10 +10,11 @@ from compatcheck.matrix.environments import Built
 
 
 class Display:
-    def __init__(self, console: Console, total: int):
+    def __init__(self, console: Console, total: int, unit: str = "cells"):
+        self.unit = unit
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=console)
-        self.task = self.progress.add_task("cells", total=total)
+        self.task = self.progress.add_task(unit, total=total)
         self.say = lambda text: self.progress.console.print(
             text, markup=False, highlight=False, soft_wrap=True)
 
@@ -27,7 +28,7 @@ class Display:
 
     def env_building(self, name: str, key: str, installer: str) -> None:
         self.say(f"environment {name}: building {key} with {installer}")
-        self.progress.update(self.task, description=f"cells (building {name})")
+        self.progress.update(self.task, description=f"{self.unit} (building {name})")
 
     def env_ready(self, built: Built) -> None:
         if built.resolved:
@@ -37,13 +38,16 @@ class Display:
                      f"(saves the {built.seconds:.0f} s it took to build)")
         else:
             self.say(f"environment {built.name}: built in {built.seconds:.0f} s ({built.path})")
-        self.progress.update(self.task, description="cells")
+        self.progress.update(self.task, description=self.unit)
 
     def env_failed(self, name: str, message: str) -> None:
         self.say(f"environment {name}: build failed: {message}")
 
     def env_unavailable(self, name: str, why: str) -> None:
         self.say(f"environment {name}: unavailable, and optional, so its cells are reported and not gated: {why}")
+
+    def advance(self) -> None:
+        self.progress.advance(self.task)
 
     def cell_done(self, result: CellResult, resumed: bool = False) -> None:
         if result.unavailable:
@@ -56,4 +60,4 @@ class Display:
                 counts[stage.status.value] = counts.get(stage.status.value, 0) + 1
             text = ", ".join(f"{n} {status}" for status, n in counts.items())
         self.say(f"{result.id}: {text} ({'kept from the last run' if resumed else f'{result.seconds:.0f} s'})")
-        self.progress.advance(self.task)
+        self.advance()

@@ -43,6 +43,22 @@ def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(tmp_path / "cache"))
 
 
+@pytest.fixture(scope="session")
+def shared_runs(tmp_path_factory):
+    """The suite's expensive runs, two at a time in the background (tests/shared_runs.py)."""
+    from tests.shared_runs import SharedRuns
+
+    runs = SharedRuns(tmp_path_factory.mktemp)
+    yield runs
+    runs.close()
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that read the shared background runs go last, together: the pool's processes run only
+    beside them, never beside a test that times something or counts processes."""
+    items.sort(key=lambda item: "shared_runs" in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture
 def write_model(tmp_path):
     """Write a model file from source text and return its path."""

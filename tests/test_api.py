@@ -9,7 +9,7 @@ from torch import nn
 
 import compatcheck
 from tests.conftest import MODELS, ROOT, run_json, verdicts
-from tests.test_models import expected_verdicts
+from tests.shared_runs import expected_verdicts
 
 # One model per kind of verdict the ladder gives: a graph break, a frozen branch and a failed export
 # (data_dependent_if), TorchScript failures (autograd_function) and an onnxruntime failure

@@ -9,7 +9,8 @@ from compatcheck.diagnose.catalog import BUILTIN, load, parse
 from compatcheck.errors import UsageError
 from compatcheck.report.model import Finding
 from tests.conftest import MODELS, run_cli
-from tests.test_findings import MODELS_WITH_FINDINGS, _literal, expected_findings
+from tests.shared_runs import literal
+from tests.test_findings import MODELS_WITH_FINDINGS, expected_findings
 
 # What the catalog must cover: a finding each of these would give -> the entry it must get.
 REQUIRED = {
@@ -83,7 +84,7 @@ def test_entries_that_pass_today_name_models_whose_expected_verdicts_all_pass():
             continue
         for word in entry.status.split():
             if word.strip("()").startswith("models/"):
-                verdicts = _literal(MODELS.parent / word.strip("()"), "EXPECTED")
+                verdicts = literal(MODELS.parent / word.strip("()"), "EXPECTED")
                 assert set(verdicts.values()) == {"pass"}, f"{entry.id}: {word} does not pass every stage"
 
 

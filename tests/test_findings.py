@@ -1,22 +1,14 @@
 """Findings name the op that blocks a stage and the user's line, for every example model with a
-stage that does not pass; each model runs once, with only the stages its findings need."""
-
-import ast
+stage that does not pass; from the suite's one run of each model (tests/shared_runs.py)."""
 
 import pytest
 
 from compatcheck.diagnose.catalog import load as load_catalog
 from compatcheck.report.model import Finding
-from tests.conftest import MODELS, run_cli
+from tests.conftest import MODELS
+from tests.shared_runs import literal
 
 PASSING = {"pass", "skip"}
-
-
-def _literal(path, name):
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
-            return ast.literal_eval(node.value)
-    return None
 
 
 def line_of(path, text):
@@ -50,41 +42,35 @@ def expected_findings(stem):
     path = MODELS / f"{stem}.py"
     if stem in OLDER_MODELS:
         return [(stage, kind, op, line_of(path, text)) for stage, kind, op, text in OLDER_MODELS[stem]]
-    return [(f["stage"], f["kind"], f["op"], f["line"]) for f in _literal(path, "EXPECTED_FINDINGS") or []]
+    return [(f["stage"], f["kind"], f["op"], f["line"]) for f in literal(path, "EXPECTED_FINDINGS") or []]
 
 
 def blocked_models():
     return sorted(p.stem for p in MODELS.glob("*.py")
-                  if set((_literal(p, "EXPECTED") or {}).values()) - PASSING)
+                  if set((literal(p, "EXPECTED") or {}).values()) - PASSING)
 
 
 MODELS_WITH_FINDINGS = sorted(set(OLDER_MODELS) | {p.stem for p in MODELS.glob("*.py")
-                                                   if _literal(p, "EXPECTED_FINDINGS")})
+                                                   if literal(p, "EXPECTED_FINDINGS")})
 
 
 def test_every_blocked_example_model_has_expected_findings_for_each_blocked_stage():
     assert blocked_models()
     for stem in blocked_models():
-        verdicts = _literal(MODELS / f"{stem}.py", "EXPECTED")
+        verdicts = literal(MODELS / f"{stem}.py", "EXPECTED")
         blocked = {stage for stage, verdict in verdicts.items() if verdict not in PASSING}
         covered = {stage for stage, *_ in expected_findings(stem)}
         assert blocked <= covered, f"{stem}: no expected finding for {sorted(blocked - covered)}"
 
 
-@pytest.fixture(scope="module", params=MODELS_WITH_FINDINGS)
-def run(request, tmp_path_factory):
-    """(model stem, report) from one run of the stages the model's findings are about."""
-    import json
-
+@pytest.fixture(params=MODELS_WITH_FINDINGS)
+def run(request, shared_runs):
+    """(model stem, report) from the suite's one run of the model (tests/shared_runs.py)."""
     stem = request.param
-    stages = sorted({stage for stage, *_ in expected_findings(stem)})
-    out = tmp_path_factory.mktemp(stem)
-    # Graph breaks come from dynamo, not from the backend: the eager backend saves inductor's compile time.
-    backend = "inductor" if "compile" in stages else "eager"
-    proc = run_cli("run", str(MODELS / f"{stem}.py"), "--stages", ",".join(stages), "--compile-backend", backend,
-                   "--json", str(out / "report.json"), "--quiet", env={"COMPATCHECK_CACHE_DIR": str(out / "cache")})
-    assert (out / "report.json").exists(), proc.stdout + proc.stderr
-    return stem, json.loads((out / "report.json").read_text())
+    report = shared_runs.get(MODELS / f"{stem}.py").report
+    missing = {stage for stage, *_ in expected_findings(stem)} - {stage["name"] for stage in report["stages"]}
+    assert not missing, f"{stem}: findings expected from stages its EXPECTED table does not name: {missing}"
+    return stem, report
 
 
 @pytest.mark.slow
@@ -126,7 +112,7 @@ def test_onnx_export_reason_states_the_cause_not_the_step(run):
     stage = next((s for s in report["stages"] if s["name"] == "onnx_export"), None)
     if stage is None or stage["status"] != "fail":
         # Not a failing export here: it must not be one the model's table expects to fail.
-        assert (_literal(MODELS / f"{stem}.py", "EXPECTED") or {}).get("onnx_export") != "fail"
+        assert (literal(MODELS / f"{stem}.py", "EXPECTED") or {}).get("onnx_export") != "fail"
         return
     assert "step 1/3" not in stage["reason"] and "step 3/3" not in stage["reason"]
     ops = {f["op"] for f in stage["findings"]}

@@ -1,34 +1,17 @@
 """Every example model gets exactly the verdicts written in its EXPECTED table, and the README's
 verdict table says the same."""
 
-import ast
-import json
 import re
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import MODELS, ROOT, run_json, verdicts
+from tests.conftest import MODELS, ROOT, verdicts
+from tests.shared_runs import EXAMPLE_FILES, expected_verdicts, stages_to_run
 
 
-def expected_verdicts(path):
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EXPECTED" for t in node.targets):
-            return ast.literal_eval(node.value)
-    return None
-
-
-MODEL_FILES = sorted(p for p in MODELS.glob("*.py") if expected_verdicts(p))
-
-
-# AOTInductor compiles C++ (about 45 s per model on 2 cores), so the suite runs it where it skips at
-# once (export failed) and on the conv net in tests/test_export.py; the README's other aot_inductor
-# cells come from a full run.
-def stages_to_run(expected: dict) -> dict:
-    if expected.get("aot_inductor") == "skip":
-        return dict(expected)
-    return {name: verdict for name, verdict in expected.items() if name != "aot_inductor"}
+MODEL_FILES = EXAMPLE_FILES
 
 
 def test_every_example_model_states_its_expected_verdicts():
@@ -67,24 +50,6 @@ def test_readme_verdict_table_matches_every_expected_table():
         assert table[path.name] == expected, path.name
 
 
-# Runs every reproducer given in one interpreter (torch is imported once) and reports each one's exit
-# code and output as JSON in the file named first.
-RUN_REPRODUCERS = """
-import contextlib, io, json, runpy, sys
-results = {}
-for script in sys.argv[2:]:
-    out = io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out):
-        try:
-            runpy.run_path(script, run_name="__main__")
-        except SystemExit as exc:
-            code = exc.code
-    results[script] = {"code": code, "stdout": out.getvalue()}
-open(sys.argv[1], "w").write(json.dumps(results))
-"""
-
-
 def expected_lines(stage: dict) -> list[str]:
     """The lines a stage's reproducer prints: a build failure, or one verdict per input set."""
     if stage["status"] == "fail" and not stage["input_sets"]:
@@ -97,10 +62,10 @@ def expected_lines(stage: dict) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", MODEL_FILES, ids=[p.stem for p in MODEL_FILES])
-def test_example_model_verdicts_and_reproducers(tmp_path, path):
+def test_example_model_verdicts_and_reproducers(shared_runs, path):
     expected = stages_to_run(expected_verdicts(path))
-    artifacts = tmp_path / "artifacts"
-    proc, report = run_json(tmp_path, "run", str(path), "--stages", ",".join(expected), "--artifacts", str(artifacts))
+    run = shared_runs.get(path)
+    proc, report = run.process, run.report
     assert verdicts(report) == expected, proc.stdout
     assert proc.returncode == (0 if set(expected.values()) <= {"pass", "skip"} else 1)
     for stage in report["stages"]:
@@ -110,18 +75,14 @@ def test_example_model_verdicts_and_reproducers(tmp_path, path):
 
     # Every stage that reached a verdict left a reproducer that reaches it again, input set by input set.
     reached = [stage for stage in report["stages"] if stage["status"] != "skip"]
-    scripts = [str(artifacts / f"reproduce_{stage['name']}.py") for stage in reached]
-    results_file = tmp_path / "reproduced.json"
-    subprocess.run([sys.executable, "-c", RUN_REPRODUCERS, str(results_file), *scripts], cwd=tmp_path,
-                   capture_output=True, timeout=900, check=True)
-    results = json.loads(results_file.read_text())
-    for stage, script in zip(reached, scripts):
-        printed = results[script]["stdout"].splitlines()
+    assert list(run.reproduced) == [stage["name"] for stage in reached]
+    for stage in reached:
+        printed = run.reproduced[stage["name"]]["stdout"].splitlines()
         verdict_lines = [line.split(":")[0] + ": " + line.split(": ")[1].split(":")[0] for line in printed
                          if line.startswith(("input set ", "build: "))]
         assert verdict_lines == expected_lines(stage), (stage["name"], printed)
         assert printed[-1].startswith(f"verdict: {stage['status']};"), (stage["name"], printed)
-        assert results[script]["code"] == 0, (stage["name"], printed)
+        assert run.reproduced[stage["name"]]["code"] == 0, (stage["name"], printed)
 
 
 def test_importing_the_package_and_help_do_not_import_torch():

@@ -3,14 +3,10 @@ weights): each gets the verdicts in its EXPECTED table and the findings in EXPEC
 the user's line, and for a cause in library code the library file), from one run per model with
 the stages and options its TEST_OPTIONS name. They run with the python of COMPATCHECK_REAL_PYTHON."""
 
-import json
-
 import pytest
 
-from tests.conftest import REAL_MODELS, REAL_PYTHON, run_cli
-from tests.test_findings import _literal
-
-REAL_FILES = sorted(p for p in REAL_MODELS.glob("*.py") if _literal(p, "EXPECTED"))
+from tests.conftest import REAL_PYTHON
+from tests.shared_runs import REAL_FILES, literal
 needs_real = pytest.mark.skipif(
     not REAL_PYTHON, reason="COMPATCHECK_REAL_PYTHON is not set: the python of an environment with torch 2.14.1, "
                             "torchvision, timm and transformers (.ci/run builds one)")
@@ -19,7 +15,7 @@ needs_real = pytest.mark.skipif(
 def test_every_real_model_states_verdicts_findings_and_options():
     assert len(REAL_FILES) >= 6
     for path in REAL_FILES:
-        assert _literal(path, "EXPECTED_FINDINGS") is not None and _literal(path, "TEST_OPTIONS") is not None, path
+        assert literal(path, "EXPECTED_FINDINGS") is not None and literal(path, "TEST_OPTIONS") is not None, path
 
 
 def code_line(path, start):
@@ -29,24 +25,18 @@ def code_line(path, start):
     return lines[0]
 
 
-@pytest.fixture(scope="module", params=REAL_FILES, ids=[p.stem for p in REAL_FILES])
-def real_run(request, tmp_path_factory):
-    """(path, process, report dict, checklist text) from one run of a real model."""
-    path = request.param
-    out = tmp_path_factory.mktemp(path.stem)
-    stages = ",".join(_literal(path, "EXPECTED"))
-    proc = run_cli("run", str(path), "--stages", stages, *_literal(path, "TEST_OPTIONS"),
-                   "--json", str(out / "report.json"), "--markdown", str(out / "checklist.md"), "--quiet",
-                   env={"COMPATCHECK_CACHE_DIR": str(out / "cache")}, python=REAL_PYTHON, timeout=900)
-    assert (out / "report.json").exists(), proc.stdout + proc.stderr
-    return path, proc, json.loads((out / "report.json").read_text()), (out / "checklist.md").read_text()
+@pytest.fixture(params=REAL_FILES, ids=[p.stem for p in REAL_FILES])
+def real_run(request, shared_runs):
+    """(path, process, report dict, checklist text) from the suite's one run of a real model."""
+    run = shared_runs.get(request.param)
+    return request.param, run.process, run.report, (run.folder / "checklist.md").read_text()
 
 
 @needs_real
 @pytest.mark.slow
 def test_real_model_verdicts(real_run):
     path, proc, report, _ = real_run
-    expected = _literal(path, "EXPECTED")
+    expected = literal(path, "EXPECTED")
     assert {s["name"]: s["status"] for s in report["stages"]} == expected, proc.stdout
     assert proc.returncode == (0 if set(expected.values()) <= {"pass", "skip"} else 1)
 
@@ -56,7 +46,7 @@ def test_real_model_verdicts(real_run):
 def test_real_model_findings(real_run):
     """Each expected finding: its kind at the user's line (or none), with the library file where it happened."""
     path, _, report, _ = real_run
-    for want in _literal(path, "EXPECTED_FINDINGS"):
+    for want in literal(path, "EXPECTED_FINDINGS"):
         line = code_line(path, want["line"]) if want.get("line") else None
         matches = [f for f in report["findings"] if f["stage"] == want["stage"] and f["kind"] == want["kind"]
                    and f["line"] == line and f["library_file"] == want.get("library_file")]
@@ -76,7 +66,7 @@ def test_real_model_findings(real_run):
 def test_real_model_routes(real_run):
     """Routes summarize the stages: a route is blocked exactly when one of its required stages failed."""
     path, proc, report, checklist = real_run
-    expected_routes = _literal(path, "EXPECTED_ROUTES")
+    expected_routes = literal(path, "EXPECTED_ROUTES")
     routes = {r["name"]: r["status"] for r in report["routes"]}
     if expected_routes is not None:
         assert {k: routes[k] for k in expected_routes} == expected_routes, report["routes"]

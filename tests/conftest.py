@@ -16,9 +16,10 @@ REAL_PYTHON = os.environ.get("COMPATCHECK_REAL_PYTHON")
 
 
 def run_cli(*args: str, timeout: float = 600, cwd: Path | None = None, env: dict | None = None,
-            python: str | None = None):
-    """Run `compatcheck` as a user would, in a subprocess (of `python`, default this interpreter)."""
-    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+            python: str | None = None, base_env: dict | None = None):
+    """Run `compatcheck` as a user would, in a subprocess (of `python`, default this interpreter), with
+    `env` over `base_env` (default this process's environment)."""
+    full_env = {**(os.environ if base_env is None else base_env), "COLUMNS": "200", **(env or {})}
     return subprocess.run(
         [python or sys.executable, "-m", "compatcheck", *args], capture_output=True, text=True, timeout=timeout,
         cwd=cwd or ROOT, env=full_env,
@@ -43,20 +44,36 @@ def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(tmp_path / "cache"))
 
 
+# The shared runs (tests/shared_runs.py) the collected tests read, in the order they read them.
+SHARED_RUNS: list[Path] = []
+
+
 @pytest.fixture(scope="session")
 def shared_runs(tmp_path_factory):
-    """The suite's expensive runs, two at a time in the background (tests/shared_runs.py)."""
+    """The suite's expensive runs, started in the background (tests/shared_runs.py)."""
     from tests.shared_runs import SharedRuns
 
-    runs = SharedRuns(tmp_path_factory.mktemp)
+    runs = SharedRuns(SHARED_RUNS, tmp_path_factory.mktemp, dict(os.environ))
     yield runs
     runs.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def start_shared_runs(request):
+    """Starts the shared runs with the session, before any test can change the environment."""
+    if SHARED_RUNS:
+        request.getfixturevalue("shared_runs")
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
 def pytest_collection_modifyitems(items):
-    """Tests that read the shared background runs go last, together: the pool's processes run only
-    beside them, never beside a test that times something or counts processes."""
+    """Tests that read the shared runs go last, together; what they read is started first thing."""
+    from tests.shared_runs import wanted
+
     items.sort(key=lambda item: "shared_runs" in getattr(item, "fixturenames", ()))
+    for item in items:
+        if "shared_runs" in getattr(item, "fixturenames", ()) and hasattr(item, "callspec"):
+            SHARED_RUNS.extend(path for path in wanted(item.callspec.params) if path not in SHARED_RUNS)
 
 
 @pytest.fixture

@@ -1,8 +1,10 @@
-"""The suite's expensive, independent runs, started two at a time in the background and read by several
-tests: each example model's walk down the ladder and its reproducers (test_models, test_findings), and
-each real architecture's run (test_real_models). A model is walked once per suite, not once per
-aspect, and the two cores stay busy while the tests that read the runs check them one by one
-(conftest moves those tests to the end, together, so nothing timing-sensitive runs beside the pool)."""
+"""The suite's expensive, independent runs, read by several tests: each example model's walk down the
+ladder and its reproducers (test_models, test_findings), and each real architecture's run
+(test_real_models). A model is walked once per suite, not once per aspect. The runs the collected
+tests read start with the session, one at a time in the background while the other tests use the
+other core, and go two at a time once the tests that read them begin (conftest moves those to the
+end, together). They run with the environment the session started with, so a test's monkeypatched
+variables (a private TMPDIR, a process mark) never reach them."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import ast
 import json
 import subprocess
 import sys
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +78,7 @@ class Run:
     reproduced: dict[str, dict]
 
 
-def walk_example(path: Path, folder: Path) -> Run:
+def walk_example(path: Path, folder: Path, environ: dict) -> Run:
     """`compatcheck run` of the stages the model's EXPECTED table names (compile with the backend
     INDUCTOR_MODELS says), with --artifacts, then every reproducer of a stage that reached a verdict."""
     stages = ",".join(stages_to_run(expected_verdicts(path)))
@@ -83,42 +86,56 @@ def walk_example(path: Path, folder: Path) -> Run:
     artifacts = folder / "artifacts"
     proc = run_cli("run", str(path), "--stages", stages, "--compile-backend", backend,
                    "--artifacts", str(artifacts), "--json", str(folder / "report.json"), "--quiet",
-                   env={"COMPATCHECK_CACHE_DIR": str(folder / "cache")})
+                   env={"COMPATCHECK_CACHE_DIR": str(folder / "cache")}, base_env=environ)
     assert (folder / "report.json").exists(), f"no report written\nstdout:{proc.stdout}\nstderr:{proc.stderr}"
     report = json.loads((folder / "report.json").read_text())
     reached = [stage["name"] for stage in report["stages"] if stage["status"] != "skip"]
     scripts = [str(artifacts / f"reproduce_{name}.py") for name in reached]
     results = folder / "reproduced.json"
-    subprocess.run([sys.executable, "-c", RUN_REPRODUCERS, str(results), *scripts], cwd=folder,
+    subprocess.run([sys.executable, "-c", RUN_REPRODUCERS, str(results), *scripts], cwd=folder, env=environ,
                    capture_output=True, timeout=900, check=True)
     by_script = json.loads(results.read_text())
     return Run(proc, report, folder, {name: by_script[script] for name, script in zip(reached, scripts)})
 
 
-def run_real(path: Path, folder: Path) -> Run:
+def run_real(path: Path, folder: Path, environ: dict) -> Run:
     """`compatcheck run` of a real architecture with the python of COMPATCHECK_REAL_PYTHON, writing the
     report and the Markdown checklist."""
     stages = ",".join(literal(path, "EXPECTED"))
     proc = run_cli("run", str(path), "--stages", stages, *literal(path, "TEST_OPTIONS"),
                    "--json", str(folder / "report.json"), "--markdown", str(folder / "checklist.md"), "--quiet",
-                   env={"COMPATCHECK_CACHE_DIR": str(folder / "cache")}, python=REAL_PYTHON, timeout=900)
+                   env={"COMPATCHECK_CACHE_DIR": str(folder / "cache")}, base_env=environ, python=REAL_PYTHON,
+                   timeout=900)
     assert (folder / "report.json").exists(), proc.stdout + proc.stderr
     return Run(proc, json.loads((folder / "report.json").read_text()), folder, {})
 
 
-class SharedRuns:
-    """Submits every shared run on first use, in the order the tests read them; `get` waits for one."""
+def wanted(params: dict) -> list[Path]:
+    """The shared runs a collected test reads, from its parameters (a model's path, or its stem)."""
+    known = {**{p: p for p in EXAMPLE_FILES}, **{p.stem: p for p in EXAMPLE_FILES},
+             **{p: p for p in REAL_FILES if REAL_PYTHON}}
+    return [known[value] for value in params.values() if isinstance(value, (str, Path)) and value in known]
 
-    def __init__(self, make_folder):
-        self.make_folder = make_folder
+
+class SharedRuns:
+    """Starts the runs of `paths` in that order; `get` waits for one."""
+
+    def __init__(self, paths: list[Path], make_folder, environ: dict):
+        self.environ = environ
+        self.slots = threading.Semaphore(1)
+        self.widened = False
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="shared-run")
-        self.futures: dict[Path, Future] = {}
+        self.futures: dict[Path, Future] = {
+            path: self.pool.submit(self._run, path, make_folder(path.stem)) for path in paths}
+
+    def _run(self, path: Path, folder: Path) -> Run:
+        with self.slots:
+            return (walk_example if path in EXAMPLE_FILES else run_real)(path, folder, self.environ)
 
     def get(self, path: Path) -> Run:
-        if not self.futures:
-            jobs = [(walk_example, p) for p in EXAMPLE_FILES] + [(run_real, p) for p in REAL_FILES if REAL_PYTHON]
-            for job, p in jobs:
-                self.futures[p] = self.pool.submit(job, p, self.make_folder(p.stem))
+        if not self.widened:  # the tests that read the runs have begun: both cores are theirs now
+            self.widened = True
+            self.slots.release()
         return self.futures[path].result()
 
     def close(self) -> None:

@@ -1,5 +1,6 @@
-"""Every example model gets exactly the verdicts written in its EXPECTED table, and the README's
-verdict table says the same."""
+"""Every example model gets exactly the verdicts written in its EXPECTED table, every reproducer
+reaches its stage's verdict again, and the README's verdict table says the same. The runs are the
+suite's shared ones (tests/shared_runs.py, which also says which compile backend each model gets)."""
 
 import re
 import subprocess
@@ -11,15 +12,12 @@ from tests.conftest import MODELS, ROOT, verdicts
 from tests.shared_runs import EXAMPLE_FILES, expected_verdicts, stages_to_run
 
 
-MODEL_FILES = EXAMPLE_FILES
-
-
 def test_every_example_model_states_its_expected_verdicts():
-    assert MODEL_FILES and all(expected_verdicts(p) for p in MODELS.glob("*.py"))
+    assert EXAMPLE_FILES and all(expected_verdicts(p) for p in MODELS.glob("*.py"))
 
 
 def test_every_example_model_expects_a_verdict_from_export_and_aot_inductor():
-    for path in MODEL_FILES:
+    for path in EXAMPLE_FILES:
         assert {"export", "aot_inductor"} <= set(expected_verdicts(path)), path.name
 
 
@@ -44,8 +42,8 @@ def readme_table() -> dict[str, dict[str, str]]:
 
 def test_readme_verdict_table_matches_every_expected_table():
     table = readme_table()
-    assert set(table) == {p.name for p in MODEL_FILES}
-    for path in MODEL_FILES:
+    assert set(table) == {p.name for p in EXAMPLE_FILES}
+    for path in EXAMPLE_FILES:
         expected = {stage: SYMBOLS[verdict] for stage, verdict in expected_verdicts(path).items()}
         assert table[path.name] == expected, path.name
 
@@ -61,7 +59,7 @@ def expected_lines(stage: dict) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", MODEL_FILES, ids=[p.stem for p in MODEL_FILES])
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.stem for p in EXAMPLE_FILES])
 def test_example_model_verdicts_and_reproducers(shared_runs, path):
     expected = stages_to_run(expected_verdicts(path))
     run = shared_runs.get(path)

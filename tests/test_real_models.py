@@ -1,12 +1,13 @@
 """Real third-party architectures (models/real: transformers, timm, torchvision; tiny configs, random
 weights): each gets the verdicts in its EXPECTED table and the findings in EXPECTED_FINDINGS (kind,
-the user's line, and for a cause in library code the library file), from one run per model with
-the stages and options its TEST_OPTIONS name. They run with the python of COMPATCHECK_REAL_PYTHON."""
+the user's line, and for a cause in library code the library file), from the suite's one run per
+model (tests/shared_runs.py) with the stages and options its TEST_OPTIONS name. They run with the python of COMPATCHECK_REAL_PYTHON."""
 
 import pytest
 
 from tests.conftest import REAL_PYTHON
 from tests.shared_runs import REAL_FILES, literal
+
 needs_real = pytest.mark.skipif(
     not REAL_PYTHON, reason="COMPATCHECK_REAL_PYTHON is not set: the python of an environment with torch 2.14.1, "
                             "torchvision, timm and transformers (.ci/run builds one)")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import MODELS, ROOT, run_cli, verdicts
-from tests.faults.test_bad_input import assert_one_line_usage_error
 from tests.faults.conftest import wait_until_gone, wait_until_hanging
+from tests.faults.test_bad_input import assert_one_line_usage_error
 from tests.faults.test_process_faults import processes_mentioning
 
 PASSES_TRACE = "import torch\ndef get_model():\n    return torch.nn.Linear(4, 3)\ndef get_inputs():\n    return torch.randn(2, 4)\n"

@@ -18,6 +18,7 @@ from onnx import TensorProto, helper
 
 from compatcheck.triton import local, repository
 from compatcheck.triton.errors import TritonLoadError
+from tests.faults.conftest import poll_until_empty
 
 pytest.importorskip("tritonclient.grpc", reason="tritonclient is not installed")
 pytest.importorskip("tritonclient.http", reason="tritonclient is not installed")
@@ -71,10 +72,7 @@ def processes_mentioning(text: str) -> dict[int, str]:
 
 
 def wait_until_gone(text: str, seconds: float = 15) -> dict[int, str]:
-    deadline = time.monotonic() + seconds
-    while (left := processes_mentioning(text)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
+    return poll_until_empty(lambda: processes_mentioning(text), seconds)
 
 
 def identity_onnx(path: Path) -> Path:

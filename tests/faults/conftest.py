@@ -35,8 +35,9 @@ def wait_until_hanging(flag: Path, proc, seconds: float = 120) -> None:
     assert flag.exists(), "the run never reached the stage that hangs"
 
 
-def wait_until_gone(pids_of, seconds: float = 10) -> list[int]:
-    """Polls `pids_of()` until it is empty or `seconds` pass; returns what is left."""
+def poll_until_empty(pids_of, seconds: float = 10):
+    """Polls `pids_of()` (a list or dict of processes) until it is empty or `seconds` pass; returns what
+    is left."""
     deadline = time.monotonic() + seconds
     while pids_of() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -53,7 +54,7 @@ def leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setenv(MARK, mark)
     yield mark
-    left = wait_until_gone(lambda: processes_with(mark))  # a killed process is gone from /proc once reaped
+    left = poll_until_empty(lambda: processes_with(mark))  # a killed process is gone from /proc once reaped
     for pid in left:  # so a failing test does not leave them to the next
         try:
             os.kill(pid, signal.SIGKILL)

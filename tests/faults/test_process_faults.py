@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_json, verdicts
-from tests.faults.conftest import wait_until_gone, wait_until_hanging
+from tests.faults.conftest import poll_until_empty, wait_until_hanging
 
 HERE = Path(__file__).parent / "models"
 TRACE_AND_AFTER = "eager,jit_trace,onnx_export,onnxruntime"
@@ -81,7 +81,7 @@ def test_interrupt_mid_stage_writes_the_partial_report_leaves_nothing_and_resume
     assert report["interrupted"] is True
     assert verdicts(report) == {"eager": "pass", "jit_trace": "skip", "onnx_export": "skip", "onnxruntime": "skip"}
     assert report["stages"][1]["reason"] == "interrupted before it ran"
-    assert wait_until_gone(lambda: processes_mentioning(str(artifacts))) == []
+    assert poll_until_empty(lambda: processes_mentioning(str(artifacts))) == []
 
     resumed = subprocess.run(args + ["--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import MODELS, ROOT, run_cli, verdicts
-from tests.faults.conftest import wait_until_gone, wait_until_hanging
+from tests.faults.conftest import poll_until_empty, wait_until_hanging
 from tests.faults.test_bad_input import assert_one_line_usage_error
 from tests.faults.test_process_faults import processes_mentioning
 
@@ -26,7 +26,7 @@ def temp(tmp_path):
     folder = tmp_path / "tmp"
     folder.mkdir()
     yield folder
-    assert wait_until_gone(lambda: processes_mentioning(str(tmp_path))) == []
+    assert poll_until_empty(lambda: processes_mentioning(str(tmp_path))) == []
     assert [p.name for p in folder.glob("compatcheck-run-*") if not p.name.endswith("-live")] == []
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from compatcheck import stages as ladder  # noqa: E402
-from compatcheck.cache import StageCache  # noqa: E402
+from compatcheck import ladder  # noqa: E402
+from compatcheck.session.cache import StageCache  # noqa: E402
 from compatcheck.options import RunOptions  # noqa: E402
 
 

@@ -50,7 +50,7 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
     `TOLERANCE` give. A bad argument raises compatcheck.UsageError with a one-line reason.
     """
     from compatcheck.user_options import parse
-    from compatcheck.run import execute
+    from compatcheck.session.run import execute
 
     chosen = parse(options)
     run_options = chosen.run_options()
@@ -82,7 +82,7 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
     payload = pack(model, inputs, dynamic_shapes, tolerance, source)
     cache = None
     if chosen.cache and not chosen.bench:
-        from compatcheck.cache import StageCache, default_dir
+        from compatcheck.session.cache import StageCache, default_dir
 
         cache = StageCache(default_dir(), source, factory, run_options, payload=payload)
     return execute(source, factory, run_options, artifacts_dir=artifacts, command=command, jobs=chosen.jobs,
@@ -90,7 +90,7 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
 
 
 def _check_file(target, inputs, dynamic_shapes, tolerance, chosen, run_options, artifacts, command) -> Report:
-    from compatcheck.run import execute
+    from compatcheck.session.run import execute
     from compatcheck.target import check_model_path, parse_target
 
     if inputs is not None or dynamic_shapes is not None or tolerance is not None:
@@ -100,7 +100,7 @@ def _check_file(target, inputs, dynamic_shapes, tolerance, chosen, run_options, 
     check_model_path(path)
     cache = None
     if chosen.cache and not chosen.bench:
-        from compatcheck.cache import StageCache, default_dir
+        from compatcheck.session.cache import StageCache, default_dir
 
         cache = StageCache(default_dir(), path.resolve(), factory, run_options)
     return execute(path.resolve(), factory, run_options, artifacts_dir=artifacts, command=command,
@@ -109,7 +109,7 @@ def _check_file(target, inputs, dynamic_shapes, tolerance, chosen, run_options, 
 
 def _check_in_process(model, inputs, dynamic_shapes, tolerance, source, run_options, artifacts, command,
                       jobs) -> Report:
-    from compatcheck.run import execute
+    from compatcheck.session.run import execute
     from compatcheck.spec import INFER, assemble
 
     modes = {module: module.training for module in model.modules()}  # the stages run it in eval mode
@@ -125,7 +125,7 @@ def _check_in_process(model, inputs, dynamic_shapes, tolerance, source, run_opti
 
 def _targets(names: list[str]) -> list[str]:
     """Stage names for targets given as stages or routes ("onnx": export and onnxruntime)."""
-    from compatcheck import stages as ladder
+    from compatcheck import ladder
 
     resolved = []
     for name in names:
@@ -147,7 +147,7 @@ def assert_deployable(model, inputs=None, targets=("onnxruntime",), **options) -
     stages that did not pass: verdict, the user's file:line, the source line and the rewrite.
     Returns the report when they all pass.
     """
-    from compatcheck import stages as ladder
+    from compatcheck import ladder
 
     __tracebackhide__ = True  # pytest shows the test's line and this message, not compatcheck's frames
     if isinstance(targets, str):

@@ -178,11 +178,11 @@ def run(
     chosen: dict = None,
 ) -> None:
     """Run the model through every stage and compare each with eager."""
-    from compatcheck.cache import StageCache
-    from compatcheck.cache import default_dir as default_cache_dir
+    from compatcheck.session.cache import StageCache
+    from compatcheck.session.cache import default_dir as default_cache_dir
     from compatcheck.files import write_atomically
     from compatcheck.report.console import render
-    from compatcheck.run import execute
+    from compatcheck.session.run import execute
     from compatcheck.target import check_model_path, parse_target
     from compatcheck.user_options import parse
 
@@ -294,7 +294,7 @@ def _size(count: int) -> str:
 @cache_app.command("info", cls=Command)
 def cache_info() -> None:
     """Where the cache is, its size, and its entries per stage."""
-    from compatcheck.cache import default_dir, summary
+    from compatcheck.session.cache import default_dir, summary
 
     found = summary(default_dir())
     print(f"{found['folder']}: {found['entries']} entries, {_size(found['bytes'])}"
@@ -306,7 +306,7 @@ def cache_info() -> None:
 @cache_app.command("clear", cls=Command)
 def cache_clear() -> None:
     """Remove every cached result."""
-    from compatcheck.cache import clear, default_dir
+    from compatcheck.session.cache import clear, default_dir
 
     print(f"removed {clear(default_dir())} entries from {default_dir()}")
 
@@ -323,7 +323,7 @@ def triton_repo(
 ) -> None:
     """Write a Triton model repository (ONNX and TorchScript models, config.pbtxt each) for the model."""
     from compatcheck.target import check_model_path, parse_target
-    from compatcheck.triton.deploy import write_repository
+    from compatcheck.triton_repo import write_repository
     from compatcheck.triton.errors import TritonError
 
     model, factory = parse_target(target)

@@ -225,7 +225,7 @@ def infer_dynamic_shapes(sets: list[InputSet]):
     Returns None when all sets share every shape. Uses Dim.DYNAMIC, so an export that would
     silently specialize such a dimension fails instead, with the reason.
     """
-    from compatcheck.versions import dynamic_dim
+    from compatcheck.torch_features import dynamic_dim
 
     shapes = [[tuple(t.shape) for t in s.leaves()] for s in sets]
     first = shapes[0]

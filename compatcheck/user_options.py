@@ -88,7 +88,7 @@ class _Chosen:
 
     def run_options(self):
         """What the workers get: stages resolved against the ladder, sizes in megabytes."""
-        from compatcheck import stages as ladder
+        from compatcheck import ladder
         from compatcheck.options import RunOptions
 
         return RunOptions(

@@ -1,7 +1,7 @@
 """Routes are summarized from the stages' verdicts, whichever worker or cache they came from."""
 
 from compatcheck.report.model import Finding, Report, StageResult, Status
-from compatcheck.routes import annotate, summarize
+from compatcheck.report.routes import annotate, summarize
 
 
 def _report(*stages):

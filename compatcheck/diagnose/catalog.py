@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from compatcheck.errors import UsageError
 from compatcheck.report.model import Finding
-from compatcheck.stages import NAMES
+from compatcheck.ladder import NAMES
 
 BUILTIN = Path(__file__).with_name("rewrites.yaml")
 

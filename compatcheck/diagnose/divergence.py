@@ -18,7 +18,7 @@ from torch.utils import _pytree as pytree
 
 from compatcheck.compare import compare_leaf
 from compatcheck.diagnose.onnx_nodes import fx_node_name
-from compatcheck.ort import feeds
+from compatcheck.onnxruntime_session import feeds
 
 
 @dataclass

@@ -96,7 +96,7 @@ def _breaks(ctx, seconds: float) -> tuple[list[tuple[str, list]], bool]:
 
 def _headline(error: BaseException) -> str:
     """The raised break in one line: its type and the first line of dynamo's explanation."""
-    from compatcheck.versions import graph_break_type
+    from compatcheck.torch_features import graph_break_type
 
     text = str(error)
     explanation = text.split("Explanation:", 1)[1].strip().splitlines()[0] if "Explanation:" in text else ""

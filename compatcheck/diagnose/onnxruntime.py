@@ -11,7 +11,7 @@ from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.errors import error_finding
 from compatcheck.diagnose.onnx_nodes import named_node, node_finding
 from compatcheck.errors import one_line
-from compatcheck.ort import providers
+from compatcheck.onnxruntime_session import providers
 
 _MISSING = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
 
@@ -61,7 +61,7 @@ def _where_outputs_differ(ctx, session, index: int) -> str:
     from torch.utils import _pytree as pytree
 
     from compatcheck.diagnose.positions import describe, differing, masked_by
-    from compatcheck.ort import feeds
+    from compatcheck.onnxruntime_session import feeds
 
     feed = feeds(session, ctx.spec.input_sets[index])
     outputs = session.run(None, feed)

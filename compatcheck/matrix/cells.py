@@ -22,7 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 import compatcheck
-from compatcheck import stages as ladder
+from compatcheck import ladder
 from compatcheck.errors import UsageError
 from compatcheck.files import write_atomically
 from compatcheck.matrix import environments

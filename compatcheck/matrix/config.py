@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from compatcheck import stages as ladder
+from compatcheck import ladder
 from compatcheck.errors import UsageError
 from compatcheck.user_options import OPTIONS, pydantic_fields
 

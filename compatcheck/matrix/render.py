@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from datetime import datetime, timezone
 
-from compatcheck import stages as ladder
+from compatcheck import ladder
 from compatcheck.matrix.baseline import Baseline, Outcome, Verdict, pinned, versions
 from compatcheck.matrix.cells import CellResult
 from compatcheck.report.markdown import SYMBOL

@@ -125,7 +125,7 @@ ROUTE_SYMBOL = {"works": "✅", "works-with-warnings": "⚠️", "blocked": "❌
 
 
 def _routes(report: Report) -> list[str]:
-    from compatcheck.routes import summarize
+    from compatcheck.report.routes import summarize
 
     routes = report.routes or summarize(report)  # a report assembled by hand, or by an older version
     return ["**Routes:**", "", *(f"- {ROUTE_SYMBOL[r.status]} {r.name}: {_text(r.summary)}" for r in routes), ""]

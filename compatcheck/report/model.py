@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from compatcheck.stages import NAMES
+from compatcheck.ladder import NAMES
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # version 1 lacks only fields that have defaults here

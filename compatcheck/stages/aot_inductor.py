@@ -9,7 +9,7 @@ import shutil
 
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
-from compatcheck.versions import AOT_INDUCTOR
+from compatcheck.torch_features import AOT_INDUCTOR
 
 ARTIFACT = "model.aoti.pt2"
 

@@ -19,7 +19,7 @@ from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.report.model import Finding
 from compatcheck.spec import InputSet, ModelSpec
-from compatcheck.versions import Feature
+from compatcheck.torch_features import Feature
 
 Runner = Callable[[InputSet], object]
 
@@ -29,7 +29,7 @@ class Stage:
     flat_outputs = False  # outputs come back as a flat list of leaves (ONNX), not eager's structure
 
     def needs(self, ctx: "StageContext") -> tuple[Feature, ...]:
-        """The torch features the stage uses with these options (see versions.py)."""
+        """The torch features the stage uses with these options (see torch_features.py)."""
         return ()
 
     def available(self, ctx: "StageContext") -> str | None:

@@ -6,7 +6,7 @@ import torch
 
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
-from compatcheck.versions import TORCH_COMPILE
+from compatcheck.torch_features import TORCH_COMPILE
 
 
 class Compile(Stage):

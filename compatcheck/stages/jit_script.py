@@ -6,7 +6,7 @@ import torch
 
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
-from compatcheck.versions import TORCHSCRIPT_SCRIPT
+from compatcheck.torch_features import TORCHSCRIPT_SCRIPT
 
 
 def run_loaded(module):

@@ -10,7 +10,7 @@ import torch
 
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
-from compatcheck.versions import TORCHSCRIPT_TRACE
+from compatcheck.torch_features import TORCHSCRIPT_TRACE
 from compatcheck.stages.jit_script import run_loaded
 
 

@@ -9,7 +9,7 @@ import torch
 from compatcheck.report.model import Finding
 from compatcheck.spec import dynamic_dims
 from compatcheck.stages.base import Stage, StageContext
-from compatcheck.versions import DYNAMO_EXPORTER, LEGACY_EXPORTER
+from compatcheck.torch_features import DYNAMO_EXPORTER, LEGACY_EXPORTER
 
 
 class OnnxExport(Stage):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compatcheck.ort import feeds, providers
+from compatcheck.onnxruntime_session import feeds, providers
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 
@@ -38,7 +37,7 @@ def load_spec(request: dict):
 
 
 def loaded_message(spec) -> dict:
-    from compatcheck import environment
+    from compatcheck import host
     from compatcheck.report.model import ModelInfo
     from compatcheck.spec import describe_dynamic_shapes
 
@@ -48,15 +47,16 @@ def loaded_message(spec) -> dict:
         dynamic_shapes=describe_dynamic_shapes(spec.dynamic_shapes),
         dynamic_shapes_inferred=spec.dynamic_shapes_inferred, tolerance=spec.tolerance,
     )
-    return {"type": "loaded", "model": info.model_dump(), "environment": environment.collect()}
+    return {"type": "loaded", "model": info.model_dump(), "environment": host.collect()}
 
 
 def run_stages(spec, request: dict, send, manifest=dict) -> None:
     """Run the request's stages on the loaded model; `send(message)` gets start, result and done,
     each result with `manifest()`: what the run has loaded so far."""
-    from compatcheck import reproduce, stages
+    from compatcheck import ladder, stages
+    from compatcheck.worker import reproduce
     from compatcheck.errors import UsageError
-    from compatcheck.harness import run_stage
+    from compatcheck.worker.harness import run_stage
     from compatcheck.options import RunOptions
     from compatcheck.stages.base import StageContext
 
@@ -76,7 +76,7 @@ def run_stages(spec, request: dict, send, manifest=dict) -> None:
             send({"type": "usage_error", "message": str(exc)})
             return
         ctx.previous[stage.name] = result.status.value
-        ctx.blockers[stage.name] = stages.blocker(result.findings)
+        ctx.blockers[stage.name] = ladder.blocker(result.findings)
         if result.status.value == "skip":
             (workdir / f"reproduce_{stage.name}.py").unlink(missing_ok=True)
         else:
@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
     request = json.loads(Path(argv[0]).read_text())
     stream = os.fdopen(int(argv[1]), "w")
 
-    from compatcheck.dependencies import Recorder
+    from compatcheck.loaded_files import Recorder
     from compatcheck.errors import UsageError
 
     recorder = Recorder(request["workdir"])  # before the model is imported: everything it loads counts
@@ -104,6 +104,3 @@ def main(argv: list[str]) -> int:
     run_stages(spec, request, lambda message: _send(stream, **message), recorder.manifest)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from compatcheck import redact
-from compatcheck import stages as ladder
-from compatcheck.containment import Box, Containment
+from compatcheck import ladder
+from compatcheck.session.containment import Box, Containment
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.report.model import ModelInfo, StageResult, Status

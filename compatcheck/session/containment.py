@@ -6,7 +6,7 @@ process in its cgroup or carrying its mark is killed. A watchdog process outside
 pipe from compatcheck; if compatcheck dies without saying goodbye (kill -9), the watchdog ends
 every process of the run and removes its temporary folder.
 
-`python -m compatcheck.containment RUN_ID CGROUP|- [FOLDER]` is the watchdog.
+`python -m compatcheck.session.containment RUN_ID CGROUP|- [FOLDER]` is the watchdog.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ class Containment:
         self.count = 0
         read, self.goodbye = os.pipe()
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-m", "compatcheck.containment", self.id, str(self.cgroup or "-"),
+            [sys.executable, "-m", "compatcheck.session.containment", self.id, str(self.cgroup or "-"),
              *([str(temporary_folder)] if temporary_folder else [])],
             stdin=read, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,  # Ctrl-C on the terminal must not take it down before it cleans up

@@ -10,7 +10,7 @@ from typing import Callable
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.report.model import ModelInfo, StageResult
-from compatcheck.supervisor import Outcome
+from compatcheck.session.supervisor import Outcome
 
 
 class InProcess:
@@ -24,7 +24,7 @@ class InProcess:
         self.outcome = Outcome(results=dict(done or {}), artifacts=dict(artifacts or {}))
 
     def run(self) -> Outcome:
-        from compatcheck.worker import loaded_message, run_stages
+        from compatcheck.worker.main import loaded_message, run_stages
 
         loaded = loaded_message(self.spec)
         self.outcome.model = ModelInfo.model_validate(loaded["model"])

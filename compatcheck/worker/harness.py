@@ -13,11 +13,11 @@ from contextlib import contextmanager
 
 import torch
 
-from compatcheck import versions
+from compatcheck import torch_features
 from compatcheck.compare import compare_outputs
 from compatcheck.errors import UsageError, one_line
 from compatcheck.report.model import Finding, InputSetResult, StageResult, Status
-from compatcheck.stages import BY_NAME, missing_artifact
+from compatcheck.ladder import BY_NAME, missing_artifact
 from compatcheck.stages.base import Stage, StageContext
 
 MAX_ERROR_TEXT = 20_000
@@ -70,7 +70,7 @@ def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
         if needed not in ctx.artifacts:
             return missing_artifact(needed, ctx.previous.get(needed), ctx.blockers.get(needed))
     for feature in stage.needs(ctx):
-        reason = versions.missing(feature)
+        reason = torch_features.missing(feature)
         if reason:
             return reason
     return stage.available(ctx)
@@ -161,7 +161,7 @@ def _blame_environment(result: StageResult, error: BaseException | None) -> None
 
 
 def _time(stage: Stage, ctx: StageContext, runner) -> list:
-    from compatcheck.speed import measure
+    from compatcheck.worker.speed import measure
 
     return [measure(label, timed, input_set, index, ctx.options.bench_seconds)
             for label, timed in stage.timed_runners(runner).items()

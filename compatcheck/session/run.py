@@ -9,15 +9,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from compatcheck import __version__, redact, routes
-from compatcheck import stages as ladder
-from compatcheck.cache import StageCache, run_key
-from compatcheck.dependencies import unchanged
+from compatcheck import __version__, redact
+from compatcheck.report import routes
+from compatcheck import ladder
+from compatcheck.session.cache import StageCache, run_key
+from compatcheck.loaded_files import unchanged
 from compatcheck.options import RunOptions
 from compatcheck.report.model import CacheOrigin, Report, StageResult, Status
-from compatcheck.speed import add_speedups
-from compatcheck.supervisor import Supervisor
-from compatcheck.workfolder import Published, WorkFolder
+from compatcheck.worker.speed import add_speedups
+from compatcheck.session.supervisor import Supervisor
+from compatcheck.session.workfolder import Published, WorkFolder
 
 
 def resumable(previous: Report | None, options: RunOptions, key: str) -> tuple[dict[str, StageResult], str | None]:
@@ -138,7 +139,7 @@ def _execute(model, factory, options, workdir, published, command, on_event, job
     if published:
         published.sync(workdir, set(protected) | set(dependencies))
     if spec is not None:
-        from compatcheck.inprocess import InProcess
+        from compatcheck.session.inprocess import InProcess
 
         supervisor = InProcess(spec, options, workdir, event, done=done, artifacts=artifacts)
     else:

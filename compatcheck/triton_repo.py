@@ -17,13 +17,13 @@ TORCHSCRIPT_STAGES = ("jit_script", "jit_trace")
 
 def write_repository(model: Path, factory: str, output: Path, *, native: bool, timeout: float) -> list[str]:
     """Write the repository into `output`; return one line per model written or left out."""
-    from compatcheck import stages
+    from compatcheck import ladder
     from compatcheck.options import RunOptions
     from compatcheck.report.model import Status
-    from compatcheck.run import execute
+    from compatcheck.session.run import execute
     from compatcheck.triton import repository
 
-    options = RunOptions(stages=stages.select(["onnx_export", *TORCHSCRIPT_STAGES], None), timeout=timeout)
+    options = RunOptions(stages=ladder.select(["onnx_export", *TORCHSCRIPT_STAGES], None), timeout=timeout)
     with tempfile.TemporaryDirectory(prefix="compatcheck-") as artifacts:
         report = execute(model, factory, options, artifacts_dir=Path(artifacts))
         if report.interrupted:

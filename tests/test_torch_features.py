@@ -4,37 +4,37 @@ import sys
 
 import torch
 
-from compatcheck import versions
+from compatcheck import torch_features
 from compatcheck.diagnose.broken_env import fault
-from compatcheck.versions import Feature
+from compatcheck.torch_features import Feature
 
 
 def test_the_features_the_stages_use_are_there_on_this_torch():
-    for feature in (versions.DYNAMO_EXPORTER, versions.LEGACY_EXPORTER, versions.DIM_DYNAMIC, versions.AOT_INDUCTOR,
-                    versions.TORCH_COMPILE, versions.TORCHSCRIPT_SCRIPT, versions.TORCHSCRIPT_TRACE):
-        assert versions.missing(feature) is None, feature.name
+    for feature in (torch_features.DYNAMO_EXPORTER, torch_features.LEGACY_EXPORTER, torch_features.DIM_DYNAMIC, torch_features.AOT_INDUCTOR,
+                    torch_features.TORCH_COMPILE, torch_features.TORCHSCRIPT_SCRIPT, torch_features.TORCHSCRIPT_TRACE):
+        assert torch_features.missing(feature) is None, feature.name
 
 
 def test_a_missing_feature_is_a_reason_naming_the_release_that_has_it():
     absent = Feature("torch.export.Dim.SOMETHING_NEW", "9.1", lambda: hasattr(torch.export.Dim, "SOMETHING_NEW"))
-    assert versions.missing(absent) == (f"needs torch ≥ 9.1 with torch.export.Dim.SOMETHING_NEW; "
+    assert torch_features.missing(absent) == (f"needs torch ≥ 9.1 with torch.export.Dim.SOMETHING_NEW; "
                                         f"this is torch {torch.__version__}")
     moved = Feature("torch.onnx.gone", "9.1", lambda: torch.onnx.gone)  # raises AttributeError: not there
-    assert versions.missing(moved).startswith("needs torch ≥ 9.1")
+    assert torch_features.missing(moved).startswith("needs torch ≥ 9.1")
 
 
 def test_a_dynamic_dimension_is_spelled_as_this_torch_spells_it():
-    assert versions.dynamic_dim("input0_dim0") is torch.export.Dim.DYNAMIC
+    assert torch_features.dynamic_dim("input0_dim0") is torch.export.Dim.DYNAMIC
 
 
 def test_the_graph_break_type_is_read_from_either_spelling():
     class Typed(Exception):
         gb_type = "Data-dependent branching"
 
-    assert versions.graph_break_type(Typed("whatever")) == "Data-dependent branching"
+    assert torch_features.graph_break_type(Typed("whatever")) == "Data-dependent branching"
     old = Exception("Data-dependent branching\n  Explanation: Detected data-dependent branching")  # torch 2.10
-    assert versions.graph_break_type(old) == "Data-dependent branching"
-    assert versions.graph_break_type(Exception("generic_jump TensorVariable()")) is None
+    assert torch_features.graph_break_type(old) == "Data-dependent branching"
+    assert torch_features.graph_break_type(Exception("generic_jump TensorVariable()")) is None
 
 
 def test_a_failed_import_inside_torch_is_a_broken_environment_and_one_in_user_code_is_not(monkeypatch):

@@ -14,7 +14,7 @@ An entry is found in two steps, the way ccache's manifests work:
      model behave (TORCH_*, OMP_*, CUDA_*, PYTHONPATH, ...). Values of secret-looking names are
      hashed before they enter the key, and the key's description on disk holds only those hashes.
 2. Under it, one entry per state of the run's dependencies: the manifest the worker recorded while
-   it ran (see dependencies.py: the user's Python sources, wherever they were imported from, and
+   it ran (see loaded_files.py: the user's Python sources, wherever they were imported from, and
    every file the model read) with a content hash per file. A lookup re-hashes the listed files and
    serves an entry only when every hash matches; a path read relative to the working directory
    also needs the same working directory.
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compatcheck import __version__, redact
-from compatcheck.dependencies import unchanged
-from compatcheck.environment import RELEVANT
+from compatcheck.loaded_files import unchanged
+from compatcheck.host import RELEVANT
 from compatcheck.options import RunOptions
 from compatcheck.report.model import CacheOrigin, ModelInfo, StageResult, Status
 
@@ -78,7 +78,7 @@ def key_variables() -> dict[str, str]:
 @functools.cache
 def own_source() -> str:
     """sha256 over compatcheck's own .py and .yaml files, by path and content."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts):
         digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())

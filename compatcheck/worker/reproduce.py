@@ -29,7 +29,7 @@ import sys
 import torch
 from torch.export import Dim
 
-from compatcheck.reproduce import Reproduction
+from compatcheck.worker.reproduce import Reproduction
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 case = Reproduction({model!r}, {factory!r}, os.path.join(HERE, "inputs.npz"), cwd={cwd!r}, options={options!r}{payload})
@@ -105,7 +105,7 @@ class Reproduction:
 
     def check(self, build, flat: bool, expected: str | None) -> int:
         from compatcheck.errors import one_line
-        from compatcheck.harness import isolated_globals, run_input_set, status_of
+        from compatcheck.worker.harness import isolated_globals, run_input_set, status_of
 
         with isolated_globals():
             try:

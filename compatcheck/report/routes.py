@@ -7,7 +7,7 @@ Imports no torch: the command assembles routes in the parent process."""
 
 from __future__ import annotations
 
-from compatcheck import stages as ladder
+from compatcheck import ladder
 from compatcheck.report.model import FAILING, Finding, Report, Route, StageResult, Status
 
 # (route name, its stages in order, stages whose failure only warns: the route works without them)

@@ -1,0 +1,1 @@
+"""The parent side of a run: cache, resume, the workers and what contains them, the report."""

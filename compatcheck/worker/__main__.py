@@ -1,0 +1,5 @@
+import sys
+
+from compatcheck.worker.main import main
+
+sys.exit(main(sys.argv[1:]))

@@ -45,22 +45,30 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
 
     `inputs` is one input set or a list of them, as `get_inputs()` returns (leave it out for a
     model file). `options` are `compatcheck run`'s, with the same names and defaults (`stages`,
-    `skip`, `atol`, `rtol`, `timeout`, `onnx_exporter`, `cache`, `artifacts`, ...).
-    `dynamic_shapes` and `tolerance` are what a model file's `get_dynamic_shapes()` and
-    `TOLERANCE` give. A bad argument raises compatcheck.UsageError with a one-line reason.
+    `skip`, `atol`, `rtol`, `timeout`, `onnx_exporter`, `cache`, `artifacts`, ...: the options table,
+    compatcheck/options.py). `dynamic_shapes` and `tolerance` are what a model file's
+    `get_dynamic_shapes()` and `TOLERANCE` give. A bad argument raises compatcheck.UsageError with a
+    one-line reason.
     """
-    from compatcheck.user_options import parse
-    from compatcheck.session.run import execute
+    from compatcheck.options import parse
+    from compatcheck.session.run import RunRequest, execute
 
     chosen = parse(options)
-    run_options = chosen.run_options()
-    artifacts = chosen.artifacts.resolve() if chosen.artifacts else None
-    if artifacts is not None:
-        artifacts.mkdir(parents=True, exist_ok=True)
+    if chosen.artifacts is not None:
+        chosen.artifacts = chosen.artifacts.resolve()
+        chosen.artifacts.mkdir(parents=True, exist_ok=True)
     command = ["compatcheck.check", type(model).__name__ if not isinstance(model, (str, Path)) else str(model)]
+    run = {"chosen": chosen, "command": command}
 
     if isinstance(model, (str, Path)):
-        return _check_file(str(model), inputs, dynamic_shapes, tolerance, chosen, run_options, artifacts, command)
+        from compatcheck.target import check_model_path, parse_target
+
+        if inputs is not None or dynamic_shapes is not None or tolerance is not None:
+            raise UsageError("a model file brings its own inputs, dynamic shapes and TOLERANCE; "
+                             "pass inputs, dynamic_shapes and tolerance only with a model object")
+        path, factory = parse_target(str(model))
+        check_model_path(path)
+        return execute(RunRequest(path.resolve(), factory, **run))
 
     import torch
 
@@ -74,68 +82,40 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
     source = _source_file(model)
     factory = type(model).__qualname__
     if not isolate:
-        return _check_in_process(model, inputs, dynamic_shapes, tolerance, source, run_options, artifacts,
-                                 command, chosen.jobs)
+        return _check_in_process(model, inputs, dynamic_shapes, tolerance, source, run)
 
     from compatcheck.payload import pack
 
-    payload = pack(model, inputs, dynamic_shapes, tolerance, source)
-    cache = None
-    if chosen.cache and not chosen.bench:
-        from compatcheck.session.cache import StageCache, default_dir
-
-        cache = StageCache(default_dir(), source, factory, run_options, payload=payload)
-    return execute(source, factory, run_options, artifacts_dir=artifacts, command=command, jobs=chosen.jobs,
-                   cache=cache, payload=payload)
+    return execute(RunRequest(source, factory, payload=pack(model, inputs, dynamic_shapes, tolerance, source), **run))
 
 
-def _check_file(target, inputs, dynamic_shapes, tolerance, chosen, run_options, artifacts, command) -> Report:
-    from compatcheck.session.run import execute
-    from compatcheck.target import check_model_path, parse_target
-
-    if inputs is not None or dynamic_shapes is not None or tolerance is not None:
-        raise UsageError("a model file brings its own inputs, dynamic shapes and TOLERANCE; "
-                         "pass inputs, dynamic_shapes and tolerance only with a model object")
-    path, factory = parse_target(target)
-    check_model_path(path)
-    cache = None
-    if chosen.cache and not chosen.bench:
-        from compatcheck.session.cache import StageCache, default_dir
-
-        cache = StageCache(default_dir(), path.resolve(), factory, run_options)
-    return execute(path.resolve(), factory, run_options, artifacts_dir=artifacts, command=command,
-                   jobs=chosen.jobs, cache=cache)
-
-
-def _check_in_process(model, inputs, dynamic_shapes, tolerance, source, run_options, artifacts, command,
-                      jobs) -> Report:
-    from compatcheck.session.run import execute
+def _check_in_process(model, inputs, dynamic_shapes, tolerance, source, run: dict) -> Report:
+    from compatcheck.session.run import RunRequest, execute
     from compatcheck.spec import INFER, assemble
 
     modes = {module: module.training for module in model.modules()}  # the stages run it in eval mode
     try:
         spec = assemble(source, type(model).__qualname__, model, inputs, "inputs",
                         INFER if dynamic_shapes is None else dynamic_shapes, tolerance, "tolerance", is_object=True)
-        return execute(source, spec.factory, run_options, artifacts_dir=artifacts, command=command, jobs=jobs,
-                       spec=spec)
+        return execute(RunRequest(source, spec.factory, spec=spec, **run))
     finally:
         for module, training in modes.items():
             module.training = training
 
 
 def _targets(names: list[str]) -> list[str]:
-    """Stage names for targets given as stages or routes ("onnx": export and onnxruntime)."""
+    """Stage names for targets given as stages or routes ("onnx": onnx_export and onnxruntime)."""
     from compatcheck import ladder
 
     resolved = []
     for name in names:
         if name in ladder.BY_NAME:
             resolved.append(name)
-        elif name in ladder.ROUTES:
-            resolved.extend(ladder.ROUTES[name])
+        elif name in ladder.ROUTE:
+            resolved.append(ladder.ROUTE[name].target)
         else:
             raise UsageError(f"unknown target {name!r}; targets are the stages ({', '.join(ladder.NAMES)}) "
-                             f"or the routes ({', '.join(ladder.ROUTES)})")
+                             f"or the routes ({', '.join(ladder.ROUTE)})")
     return resolved
 
 
@@ -148,6 +128,7 @@ def assert_deployable(model, inputs=None, targets=("onnxruntime",), **options) -
     Returns the report when they all pass.
     """
     from compatcheck import ladder
+    from compatcheck.report.failure import failure_text
 
     __tracebackhide__ = True  # pytest shows the test's line and this message, not compatcheck's frames
     if isinstance(targets, str):
@@ -158,7 +139,7 @@ def assert_deployable(model, inputs=None, targets=("onnxruntime",), **options) -
     report = check(model, inputs, stages=wanted, **options)
     blocked = [stage for stage in report.stages if stage.status is not Status.PASS]
     if blocked:
-        raise NotDeployable(failure_text(report, blocked, targets), report)
+        raise NotDeployable(failure_text(blocked, targets), report)
     return report
 
 
@@ -168,19 +149,3 @@ class NotDeployable(AssertionError):
     def __init__(self, message: str, report: Report):
         super().__init__(message)
         self.report = report
-
-
-def failure_text(report: Report, blocked, targets) -> str:
-    """The short checklist pytest shows: one block per stage that did not pass."""
-    lines = [f"not deployable to {', '.join(targets)}:"]
-    for stage in blocked:
-        lines.append(f"  {stage.name}: {stage.status.value}" + (f": {stage.reason}" if stage.reason else ""))
-        for finding in stage.findings:
-            where = f"{finding.file}:{finding.line}" if finding.file and finding.line else "(no line in your code)"
-            lines.append(f"    {where}: {finding.kind}: {finding.message}")
-            if finding.code:
-                lines.append(f"      > {finding.code}")
-            if finding.rewrite:
-                lines.append("      rewrite:")
-                lines.extend(f"        {line}" for line in finding.rewrite.splitlines())
-    return "\n".join(lines)

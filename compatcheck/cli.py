@@ -1,7 +1,12 @@
-"""The command line. Imports no torch: the worker does that."""
+"""The command line. Imports no torch: the worker does that.
+
+Every flag comes from the options table (compatcheck/options.py): a command here declares only its
+arguments, and `_with_flags` adds the rows of the table that the command takes.
+"""
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import sys
@@ -37,14 +42,75 @@ class Group(_FlagsTakeNoValue, TyperGroup):
     pass
 
 
-app = typer.Typer(
-    cls=Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-    help="Walk a PyTorch model down the deployment ladder and say what blocks each step.",
-)
 err = Console(stderr=True, highlight=False)
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+
+def _parameter(option, **extra) -> inspect.Parameter:
+    """The typer parameter of one row of the options table."""
+    if option.type is bool:
+        annotation, default = bool, False  # a flag; --no-NAME for an option that defaults to True
+    elif option.type is list:
+        annotation, default = (Optional[list[str]] if option.repeat else Optional[str]), option.default
+    else:
+        annotation = option.type if option.default is not None else Optional[option.type]
+        default = option.default
+    declared = [option.flag, *([option.short] if option.short else [])]
+    # Choices are checked with the other values (options.parse, _given); the help lists them.
+    metavar = f"<{'|'.join(option.choices)}>" if option.choices else option.metavar
+    return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=typer.Option(
+        default, *declared, help=option.help, metavar=metavar, **extra))
+
+
+def _given(command: str, values: dict) -> dict:
+    """The flags' values as the options table names them; a choice outside the row's is a usage error
+    (the run options' choices are checked by options.parse, with theirs)."""
+    from compatcheck.options import COMMAND_FLAGS, flags_of
+
+    given = {}
+    for option in flags_of(command):
+        value = values.pop(option.name)
+        if option.type is bool and option.default:
+            value = not value
+        elif option.type is list and value is not None and not option.repeat:
+            value = [name.strip() for name in value.split(",") if name.strip()]
+        if option in COMMAND_FLAGS and option.choices and value is not None and value not in option.choices:
+            raise UsageError(f"{option.flag} must be {' or '.join(option.choices)}, got {value!r}")
+        given[option.name] = value
+    return given
+
+
+def _with_flags(command: str, **extra: dict):
+    """The decorated function's own parameters (its arguments), then a flag per row of the options table
+    that `command` takes (with `extra[name]`'s typer settings); the function receives the flags' values
+    in `given`."""
+
+    def decorate(function):
+        from compatcheck.options import flags_of
+
+        own = [p for p in inspect.signature(function, eval_str=True).parameters.values() if p.name != "given"]
+        parameters = [*own, *(_parameter(option, **extra.get(option.name, {})) for option in flags_of(command))]
+
+        def with_flags(**values):
+            given = _given(command, values)
+            return function(**values, given=given)
+
+        with_flags.__name__, with_flags.__doc__ = function.__name__, function.__doc__
+        with_flags.__signature__ = inspect.Signature(parameters)
+        with_flags.__annotations__ = {p.name: p.annotation for p in parameters}
+        return with_flags
+
+    return decorate
+
+
+def _run_options(given: dict) -> dict:
+    """The flags that are run options (check()'s keywords), for options.parse."""
+    from compatcheck.options import at
+
+    names = {option.name for option in at("cli")}
+    return {name: value for name, value in given.items() if name in names}
 
 
 def _writable_file(path: Path | None, what: str, inputs: dict[str, str] | None = None) -> None:
@@ -104,97 +170,40 @@ def _previous_report(path: Path):
     return load_report(path) if path.exists() else None
 
 
+def _sigterm_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"compatcheck {__version__}")
         raise typer.Exit()
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-) -> None:
+def _root(given: dict = None) -> None:
     pass
 
 
-def _sigterm_as_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def _with_user_options(command):
-    """`command` with a flag for each of user_options.OPTIONS added after its first parameter; it
-    receives their values, as check() would take them, in `chosen`."""
-    import inspect
-
-    from compatcheck.user_options import OPTIONS
-
-    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "chosen"]
-    added = []
-    for option in OPTIONS:
-        if option.type is bool:
-            annotation, default = bool, False  # a flag; --no-NAME for an option that defaults to True
-        else:
-            annotation = str if option.type is list else option.type
-            annotation, default = (Optional[annotation] if option.default is None else annotation), option.default
-        declared = [option.flag, *([option.short] if option.short else [])]
-        # Choices are checked by parse(), as for check(); the help still lists them.
-        metavar = f"<{'|'.join(option.choices)}>" if option.choices else None
-        added.append(inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                       default=typer.Option(default, *declared, help=option.help, metavar=metavar)))
-    rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[1:]]
-    parameters = [own[0], *added, *rest]
-
-    def with_options(**values):
-        chosen = {}
-        for option in OPTIONS:
-            value = values.pop(option.name)
-            if option.type is bool and option.default:
-                value = not value
-            elif option.type is list and value is not None:
-                value = [name.strip() for name in value.split(",") if name.strip()]
-            chosen[option.name] = value
-        return command(**values, chosen=chosen)
-
-    with_options.__name__, with_options.__doc__ = command.__name__, command.__doc__
-    with_options.__signature__ = inspect.Signature(parameters)
-    with_options.__annotations__ = {p.name: p.annotation for p in parameters}
-    return with_options
-
-
-@app.command("run", cls=Command)
-@_with_user_options
 def run(
     target: str = typer.Argument(
         ..., metavar="PATH[:FACTORY]", help="The model file, and the factory if it is not get_model."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
-    markdown_path: Optional[Path] = typer.Option(None, "--markdown", help="Write the Markdown checklist here."),
-    junit_path: Optional[Path] = typer.Option(
-        None, "--junit", help="Write JUnit XML here: one test case per stage, the findings in the failure text."),
-    annotations: Optional[str] = typer.Option(
-        None, "--annotations", help="Print each finding as a CI annotation on the user's line: github."),
-    resume: bool = typer.Option(
-        False, "--resume", help="Keep the verdicts of the --json report an interrupted run left; run the rest."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress, only the table."),
-    chosen: dict = None,
+    given: dict = None,
 ) -> None:
     """Run the model through every stage and compare each with eager."""
-    from compatcheck.session.cache import StageCache
-    from compatcheck.session.cache import default_dir as default_cache_dir
     from compatcheck.files import write_atomically
+    from compatcheck.options import parse
     from compatcheck.report.console import render
-    from compatcheck.session.run import execute
+    from compatcheck.session.run import RunRequest, execute
     from compatcheck.target import check_model_path, parse_target
-    from compatcheck.user_options import parse
 
     model, factory = parse_target(target)
     check_model_path(model)
-    if resume and json_path is None:
+    json_path, markdown_path, junit_path = given["json"], given["markdown"], given["junit"]
+    if given["resume"] and json_path is None:
         raise UsageError("--resume needs --json: the report to resume from")
-    if annotations not in (None, "github"):
-        raise UsageError(f"--annotations must be github, got {annotations!r}")
-    chosen = parse(chosen, flags=True)
+    chosen = parse(_run_options(given), flags=True, door="cli")
     artifacts = chosen.artifacts
-    previous = _previous_report(json_path) if resume else None
+    previous = _previous_report(json_path) if given["resume"] else None
     inputs = dict.fromkeys(previous.dependencies if previous else (), "a file the resumed run loaded")
     inputs[str(model.resolve())] = "the model file"
     if chosen.rewrites is not None:
@@ -203,11 +212,10 @@ def run(
     _writable_file(markdown_path, "--markdown", inputs)
     _writable_file(junit_path, "--junit", inputs)
     _writable_dir(artifacts, "--artifacts")
-    options = chosen.run_options()
 
     console = Console()
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    with console.status("starting the worker", spinner="dots") if not quiet else nullcontext() as status:
+    with console.status("starting the worker", spinner="dots") if not given["quiet"] else nullcontext() as status:
         def on_event(kind, stage, result):
             if status is None:
                 return
@@ -216,13 +224,9 @@ def run(
             elif result is not None:
                 console.print(f"  {stage}: {result.status.value} ({result.seconds:.1f}s)", highlight=False)
 
-        # Timings are of this machine now: never served from the cache.
-        cache = StageCache(default_cache_dir(), model.resolve(), factory, options) if chosen.cache and not chosen.bench \
-            else None
-        report = execute(model.resolve(), factory, options, artifacts_dir=artifacts,
-                         command=["compatcheck", *sys.argv[1:]], on_event=on_event, jobs=chosen.jobs,
-                         previous=previous, cache=cache, protected=set(inputs),
-                         say=lambda line: err.print(line, markup=False, soft_wrap=True))
+        report = execute(RunRequest(
+            model.resolve(), factory, chosen, command=["compatcheck", *sys.argv[1:]], previous=previous,
+            protected=set(inputs), on_event=on_event, say=lambda line: err.print(line, markup=False, soft_wrap=True)))
     render(report, console)
     if artifacts and chosen.bench:
         from compatcheck.report.chart import latency_svg
@@ -240,7 +244,7 @@ def run(
         from compatcheck.report.ci import junit
 
         _write_output(junit_path, junit(report), "--junit", report)
-    if annotations:
+    if given["annotations"]:
         from compatcheck.report.ci import github_annotations
 
         for line in github_annotations(report):
@@ -251,16 +255,16 @@ def run(
     raise typer.Exit(EXIT_FAILED if report.failed else 0)
 
 
-@app.command(cls=Command)
 def checklist(
     report_path: Path = typer.Argument(..., help="A JSON report written by `run --json`."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+    given: dict = None,
 ) -> None:
     """Turn a JSON report into a Markdown downgrade checklist."""
     from compatcheck.files import write_atomically
     from compatcheck.report.markdown import checklist as render_checklist
     from compatcheck.report.model import load_report
 
+    output = given["output"]
     _writable_file(output, "--output")
     text = render_checklist(load_report(report_path))
     if output:
@@ -269,8 +273,7 @@ def checklist(
         sys.stdout.write(text)
 
 
-@app.command(cls=Command)
-def schema() -> None:
+def schema(given: dict = None) -> None:
     """Print the JSON schema of the report that `run --json` writes."""
     import json
 
@@ -279,20 +282,15 @@ def schema() -> None:
     print(json.dumps(Report.model_json_schema(), indent=2))
 
 
-cache_app = typer.Typer(cls=Group, no_args_is_help=True, help="The result cache: what it holds, and emptying it.")
-app.add_typer(cache_app, name="cache")
-
-
-def _size(count: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
+def _size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024:
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
         count /= 1024
-    return ""
+    return f"{count:.1f} GiB"
 
 
-@cache_app.command("info", cls=Command)
-def cache_info() -> None:
+def cache_info(given: dict = None) -> None:
     """Where the cache is, its size, and its entries per stage."""
     from compatcheck.session.cache import default_dir, summary
 
@@ -303,41 +301,34 @@ def cache_info() -> None:
         print(f"  {stage}: {count}")
 
 
-@cache_app.command("clear", cls=Command)
-def cache_clear() -> None:
+def cache_clear(given: dict = None) -> None:
     """Remove every cached result."""
     from compatcheck.session.cache import clear, default_dir
 
     print(f"removed {clear(default_dir())} entries from {default_dir()}")
 
 
-@app.command("triton-repo", cls=Command)
 def triton_repo(
     target: str = typer.Argument(
         ..., metavar="PATH[:FACTORY]", help="The model file, and the factory if it is not get_model."),
-    output: Path = typer.Option(..., "-o", "--output", help="The repository folder to write (new or empty)."),
-    backend: str = typer.Option(
-        "native", "--triton-backend", help="native: onnxruntime and pytorch backends, as in the official image; "
-        "python: Python-backend models that run the same files with onnxruntime or torch from the server's Python."),
-    timeout: float = typer.Option(600.0, "--timeout", help="Seconds one export stage may take."),
+    given: dict = None,
 ) -> None:
     """Write a Triton model repository (ONNX and TorchScript models, config.pbtxt each) for the model."""
+    from compatcheck.options import parse
     from compatcheck.target import check_model_path, parse_target
-    from compatcheck.triton_repo import write_repository
     from compatcheck.triton.errors import TritonError
+    from compatcheck.triton_repo import write_repository
 
     model, factory = parse_target(target)
     check_model_path(model)
-    if backend not in ("native", "python"):
-        raise UsageError(f"--triton-backend must be native or python, got {backend!r}")
-    from compatcheck.user_options import parse
-
-    parse({"timeout": timeout}, flags=True)  # the same checks as run's
+    output = given["output"]
+    chosen = parse(_run_options(given), flags=True, door="cli")
     if output.is_dir() and any(output.iterdir()):
         raise UsageError(f"--output {output} is not empty")
     _writable_dir(output, "--output")
     try:
-        lines = write_repository(model.resolve(), factory, output, native=backend == "native", timeout=timeout)
+        lines = write_repository(model.resolve(), factory, output, native=given["triton_backend"] == "native",
+                                 timeout=chosen.timeout)
     except TritonError as exc:
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(EXIT_FAILED) from None
@@ -346,34 +337,21 @@ def triton_repo(
     print(f"repository written to {output}")
 
 
-@app.command(cls=Command)
 def matrix(
     matrix_path: Path = typer.Argument(..., help="matrix.yaml: environments, models and the baseline."),
-    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", help="Cells to run side by side."),
-    resume: bool = typer.Option(False, "--resume", help="Keep the cells a previous run into --out finished."),
-    strict: bool = typer.Option(False, "--strict", help="Fail also on missing cells or stages."),
-    update_baseline: bool = typer.Option(False, "--update-baseline", help="Rewrite the baseline from this run."),
-    out: Path = typer.Option(Path("matrix-out"), "--out", help="Folder for cell files, logs and merged reports."),
-    env_dir: Optional[Path] = typer.Option(
-        None, "--env-dir", help="Where environments are built and kept (default ~/.cache/compatcheck/envs)."),
-    cell: Optional[list[str]] = typer.Option(None, "--cell", help="Run only this ENVIRONMENT/MODEL cell; repeatable."),
-    emit: Optional[str] = typer.Option(None, "--emit", help="Print the cells for a CI system instead: github."),
-    refresh_envs: bool = typer.Option(
-        False, "--refresh-envs", help="Build every environment again now (unpinned ones are re-resolved anyway "
-        "once older than their refresh_after)."),
-    build_only: bool = typer.Option(
-        False, "--build-only", help="Build or reuse the environments the cells need, run no cell, and exit 1 if "
-        "a required one fails (a matrix run started meanwhile waits for each build and reuses it)."),
+    given: dict = None,
 ) -> None:
     """Run every model in every environment; merge into one grid and gate it on the baseline."""
     from compatcheck.matrix.run import main as run_matrix
 
-    _writable_dir(out if not emit else None, "--out")
+    out = given["out"]
+    _writable_dir(out if not given["emit"] else None, "--out")
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        code = run_matrix(matrix_path, Console(), jobs=jobs, resume=resume, strict=strict,
-                          update_baseline=update_baseline, out=out, env_dir=env_dir, only=cell, emit_for=emit,
-                          refresh_envs=refresh_envs, build_only=build_only)
+        code = run_matrix(matrix_path, Console(), jobs=given["jobs"] or os.cpu_count() or 1, resume=given["resume"],
+                          strict=given["strict"], update_baseline=given["update_baseline"], out=out,
+                          env_dir=given["env_dir"], only=given["cell"], emit_for=given["emit"],
+                          refresh_envs=given["refresh_envs"], build_only=given["build_only"])
     except KeyboardInterrupt:
         err.print(f"interrupted: finished cells are in {out}/cells; run again with --resume to keep them",
                   markup=False, soft_wrap=True)
@@ -381,18 +359,35 @@ def matrix(
     raise typer.Exit(code)
 
 
-@app.command(cls=Command)
 def merge(
     cells: list[Path] = typer.Argument(..., help="Cell files written by `compatcheck matrix` (out/cells/*.json)."),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Expected results to gate on."),
-    out: Path = typer.Option(Path("matrix-out"), "--out", help="Folder for the merged reports."),
-    strict: bool = typer.Option(False, "--strict", help="Fail also on missing cells or stages."),
+    given: dict = None,
 ) -> None:
     """Merge cell files from separate runs (CI jobs) into the grid and gate of `compatcheck matrix`."""
     from compatcheck.matrix.merge import merge_files
 
-    _writable_dir(out, "--out")
-    raise typer.Exit(merge_files(cells, baseline, out, Console(), strict=strict))
+    _writable_dir(given["out"], "--out")
+    raise typer.Exit(merge_files(cells, given["baseline"], given["out"], Console(), strict=given["strict"]))
+
+
+def make_app() -> typer.Typer:
+    """The command line, its flags made from the options table as it is now."""
+    app = typer.Typer(
+        cls=Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+        help="Walk a PyTorch model down the deployment ladder and say what blocks each step.",
+    )
+    app.callback()(_with_flags("compatcheck", version={"callback": _version, "is_eager": True})(_root))
+    for name, function in (("run", run), ("checklist", checklist), ("schema", schema),
+                           ("triton-repo", triton_repo), ("matrix", matrix), ("merge", merge)):
+        app.command(name, cls=Command)(_with_flags(name)(function))
+    cache_app = typer.Typer(cls=Group, no_args_is_help=True, help="The result cache: what it holds, and emptying it.")
+    cache_app.command("info", cls=Command)(_with_flags("cache info")(cache_info))
+    cache_app.command("clear", cls=Command)(_with_flags("cache clear")(cache_clear))
+    app.add_typer(cache_app, name="cache")
+    return app
+
+
+app = make_app()
 
 
 def main() -> None:

@@ -1,6 +1,8 @@
-"""The ladder. Each stage is one module under compatcheck/stages; adding one is a file plus a row here.
+"""The ladder: every stage, in order, and the deployment routes they make up.
 
-The table holds no stage code, so the parent process can order and select stages without torch.
+Each stage is one module under compatcheck/stages; adding one is a file plus a row of LADDER (and a
+row of ROUTES only if it opens a route). The tables hold no stage code, so the parent process can
+order and select stages without torch.
 """
 
 from __future__ import annotations
@@ -16,32 +18,55 @@ class Entry:
     summary: str
     lane: str  # stages of one lane share caches or artifacts, so they run in the same worker
     weight: int  # rough relative cost, to balance lanes under --jobs
+    artifact: str  # what it makes, in words: "the trace", for findings about what that artifact keeps
+    reference: bool = False  # the stage every other is compared with
 
 
 LADDER = (
-    Entry("eager", "compatcheck.stages.eager:Eager", (), "the model as written, run twice", "torchscript", 0),
-    Entry("compile", "compatcheck.stages.compile:Compile", (), "torch.compile(fullgraph=False)", "compile", 3),
+    Entry("eager", "compatcheck.stages.eager:Eager", (), "the model as written, run twice", "torchscript", 0,
+          "the model", reference=True),
+    Entry("compile", "compatcheck.stages.compile:Compile", (), "torch.compile(fullgraph=False)", "compile", 3,
+          "the compiled model"),
     Entry("compile_fullgraph", "compatcheck.stages.compile:CompileFullgraph", (), "torch.compile(fullgraph=True)",
-          "compile", 1),
+          "compile", 1, "the compiled graph"),
     # export shares the onnx lane: onnx_export translates its program instead of exporting again.
-    Entry("export", "compatcheck.stages.export:Export", (), "torch.export, saved and reloaded", "onnx", 1),
+    Entry("export", "compatcheck.stages.export:Export", (), "torch.export, saved and reloaded", "onnx", 1,
+          "the exported program"),
     Entry("aot_inductor", "compatcheck.stages.aot_inductor:AotInductor", ("export",),
-          "the exported program compiled by AOTInductor into a .pt2 package", "onnx", 4),
+          "the exported program compiled by AOTInductor into a .pt2 package", "onnx", 4, "the AOTInductor package"),
     Entry("jit_script", "compatcheck.stages.jit_script:JitScript", (), "torch.jit.script, saved and reloaded",
-          "torchscript", 1),
+          "torchscript", 1, "the scripted model"),
     Entry("jit_trace", "compatcheck.stages.jit_trace:JitTrace", (), "torch.jit.trace on input set 1, saved and reloaded",
-          "torchscript", 1),
+          "torchscript", 1, "the trace"),
     Entry("onnx_export", "compatcheck.stages.onnx_export:OnnxExport", (), "torch.onnx.export + onnx.checker (full)",
-          "onnx", 2),
+          "onnx", 2, "the exported program"),
     Entry("onnxruntime", "compatcheck.stages.onnxruntime:OnnxRuntime", ("onnx_export",), "the ONNX file in onnxruntime",
-          "onnx", 1),
+          "onnx", 1, "the ONNX graph"),
     Entry("triton", "compatcheck.stages.triton:Triton", ("onnx_export",), "the ONNX file served by Triton, HTTP and gRPC",
-          "onnx", 1),
+          "onnx", 1, "the served model"),
 )
 NAMES = tuple(entry.name for entry in LADDER)
 BY_NAME = {entry.name: entry for entry in LADDER}
-# A deployment route by name, as the stage its artifact is deployed from; select() adds what it requires.
-ROUTES = {"onnx": ("onnxruntime",), "torchscript": ("jit_script",)}
+REFERENCE = next(entry.name for entry in LADDER if entry.reference)
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str  # as the report shows it
+    key: str  # as assert_deployable(targets=...) names it
+    stages: tuple[str, ...]  # in order: the first makes what the others deploy
+    target: str  # the stage assert_deployable asks to pass (with every stage it requires)
+    optional: tuple[str, ...] = ()  # stages whose failure only warns: the route works without them
+
+
+ROUTES = (
+    Route("torch.compile", "compile", ("compile", "compile_fullgraph"), "compile", optional=("compile_fullgraph",)),
+    Route("TorchScript (script)", "torchscript", ("jit_script",), "jit_script"),
+    Route("TorchScript (trace)", "trace", ("jit_trace",), "jit_trace"),
+    Route("torch.export → AOTInductor", "aoti", ("export", "aot_inductor"), "aot_inductor"),
+    Route("ONNX → onnxruntime → Triton", "onnx", ("onnx_export", "onnxruntime", "triton"), "onnxruntime"),
+)
+ROUTE = {route.key: route for route in ROUTES}
 
 
 def select(only: list[str] | None, skip: list[str] | None) -> list[str]:
@@ -67,16 +92,6 @@ def missing_artifact(needed: str, status: str | None, blocker: str | None = None
     """The skip reason of a stage whose required stage left no artifact, naming what blocked it."""
     because = f"{status or 'not run'}: {blocker}" if blocker else status or "not run"
     return f"needs the artifact of {needed}, which did not produce one ({because})"
-
-
-def blocker(findings: list) -> str | None:
-    """A stage's first finding in a few words, for the skip reasons of the stages that needed it:
-    'dynamic-shape at model.py:12'."""
-    if not findings:
-        return None
-    first = findings[0]
-    at = f" at {first.file}:{first.line}" if first.file and first.line else ""
-    return f"{first.kind}{at}"
 
 
 def lanes(names: list[str], jobs: int) -> list[list[str]]:

@@ -117,16 +117,17 @@ class Recorder:
         sys.addaudithook(self._audit)
         import torch
 
-        self._wrap(torch.jit, "load", first_argument=True)
-        self._wrap(sys.modules["torch.jit._serialization"], "load", first_argument=True)
+        self._wrap(torch.jit, "load")
+        self._wrap(sys.modules["torch.jit._serialization"], "load")
         self._wrap_from_file(torch.UntypedStorage)
         try:
             import safetensors
         except ImportError:
             return
-        self._wrap(safetensors, "safe_open", first_argument=True)
+        self._wrap(safetensors, "safe_open")
 
-    def _wrap(self, owner, name: str, first_argument: bool) -> None:
+    def _wrap(self, owner, name: str) -> None:
+        """Record the file a loader is given as its first argument."""
         original = getattr(owner, name)
         recorder = self
 

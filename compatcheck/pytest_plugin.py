@@ -27,13 +27,20 @@ def pytest_addoption(parser) -> None:
 
 
 def _run_options(config) -> dict:
+    """The --compatcheck-option values, by the options table's names; each is checked by check() itself."""
+    from compatcheck.options import at, from_text
+
+    known = {option.name: option for option in at("pytest")}
     options = {}
     for item in config.getoption("compatcheck_option"):
         name, sep, value = item.partition("=")
+        name = name.strip().replace("-", "_")
         if not sep:
             raise pytest.UsageError(f"--compatcheck-option {item!r}: expected NAME=VALUE, e.g. timeout=120")
-        value = value.strip()
-        options[name.strip().replace("-", "_")] = value.split(",") if name.strip() in ("stages", "skip") else value
+        if name not in known:
+            raise pytest.UsageError(f"--compatcheck-option {item!r}: unknown option {name!r}; options are: "
+                                    f"{', '.join(known)}")
+        options[name] = from_text(known[name], value)
     return options
 
 

@@ -10,30 +10,31 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from compatcheck.ladder import ROUTE
 from compatcheck.triton.errors import TritonError
 
-TORCHSCRIPT_STAGES = ("jit_script", "jit_trace")
+ONNX = ROUTE["onnx"].stages[0]
+TORCHSCRIPT = (*ROUTE["torchscript"].stages, *ROUTE["trace"].stages)  # scripted where it passes, else traced
 
 
 def write_repository(model: Path, factory: str, output: Path, *, native: bool, timeout: float) -> list[str]:
     """Write the repository into `output`; return one line per model written or left out."""
-    from compatcheck import ladder
-    from compatcheck.options import RunOptions
+    from compatcheck.options import parse
     from compatcheck.report.model import Status
-    from compatcheck.session.run import execute
+    from compatcheck.session.run import RunRequest, execute
     from compatcheck.triton import repository
 
-    options = RunOptions(stages=ladder.select(["onnx_export", *TORCHSCRIPT_STAGES], None), timeout=timeout)
     with tempfile.TemporaryDirectory(prefix="compatcheck-") as artifacts:
-        report = execute(model, factory, options, artifacts_dir=Path(artifacts))
+        chosen = parse({"stages": [ONNX, *TORCHSCRIPT], "timeout": timeout, "artifacts": artifacts})
+        report = execute(RunRequest(model, factory, chosen))
         if report.interrupted:
             raise TritonError("interrupted; nothing was written")
         results = {stage.name: stage for stage in report.stages}
-        onnx = results["onnx_export"]
+        onnx = results[ONNX]
         if onnx.status is not Status.PASS:
-            raise TritonError(f"onnx_export did not pass ({onnx.status.value}: {onnx.reason}); the repository "
+            raise TritonError(f"{ONNX} did not pass ({onnx.status.value}: {onnx.reason}); the repository "
                               "takes its tensor names, dtypes and dims from the ONNX file")
-        onnx_file = Path(onnx.artifacts["onnx_export"])
+        onnx_file = Path(onnx.artifacts[ONNX])
         io = repository.onnx_io(onnx_file)
         batch = repository.max_batch_size(shape[0] for one in report.model.input_shapes for shape in one if shape)
         name = repository.model_name(model.stem)
@@ -41,7 +42,7 @@ def write_repository(model: Path, factory: str, output: Path, *, native: bool, t
         lines = [f"{name}_onnx: {onnx_file.name} for the "
                  f"{'onnxruntime' if native else 'python (onnxruntime)'} backend"]
 
-        passed = [results[stage] for stage in TORCHSCRIPT_STAGES if results[stage].status is Status.PASS]
+        passed = [results[stage] for stage in TORCHSCRIPT if results[stage].status is Status.PASS]
         if passed:
             script = Path(passed[0].artifacts[passed[0].name])
             repository.write_model(output, f"{name}_torchscript", "torchscript", script, io, native=native,
@@ -50,6 +51,6 @@ def write_repository(model: Path, factory: str, output: Path, *, native: bool, t
                          f"{'pytorch' if native else 'python (torch)'} backend")
         else:
             why = "; ".join(f"{stage} {results[stage].status.value}: {results[stage].reason}"
-                            for stage in TORCHSCRIPT_STAGES)
+                            for stage in TORCHSCRIPT)
             lines.append(f"no TorchScript model ({why})")
     return lines

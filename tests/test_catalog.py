@@ -161,10 +161,6 @@ def test_duplicate_ids_in_one_file_are_refused(tmp_path):
         parse(write(tmp_path, entry + entry))
 
 
-def test_builtin_file_is_the_one_shipped_with_the_package():
-    assert BUILTIN.name == "rewrites.yaml" and BUILTIN.parent.name == "diagnose" and parse(BUILTIN)
-
-
 def test_run_refuses_a_bad_rewrites_file_before_starting(tmp_path):
     bad = write(tmp_path, "- id: x\n  title: t\n  ops: [a]\n  breaks: [nowhere]\n  why: w\n  rewrite: r\n")
     proc = run_cli("run", str(MODELS / "dict_outputs.py"), "--rewrites", str(bad), "--json", str(tmp_path / "r.json"))

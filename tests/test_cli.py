@@ -71,9 +71,18 @@ def test_artifacts_keep_files_inputs_and_runnable_reproducers(tmp_path):
     assert (out / "model.onnx").exists()
 
 
-def test_version_is_fast_to_ask():
-    proc = run_cli("--version", timeout=30)
-    assert proc.returncode == 0 and proc.stdout.strip() == "compatcheck 0.1.0"
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["run", "--help"]])
+def test_version_and_help_load_no_torch(argv):
+    code = ("import sys, atexit\n"
+            "atexit.register(lambda: print(sorted({'torch', 'numpy', 'onnx'} & set(sys.modules))))\n"
+            f"sys.argv = ['compatcheck', *{argv!r}]\n"
+            "from compatcheck.cli import main\n"
+            "main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("[]")
+    if argv == ["--version"]:
+        assert proc.stdout.startswith("compatcheck 0.1.0\n")
 
 
 def test_legacy_exporter_exports_the_dynamic_batch(tmp_path):

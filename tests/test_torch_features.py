@@ -7,12 +7,23 @@ import torch
 from compatcheck import torch_features
 from compatcheck.diagnose.broken_env import fault
 from compatcheck.torch_features import Feature
+from tests.conftest import MODELS
 
 
-def test_the_features_the_stages_use_are_there_on_this_torch():
-    for feature in (torch_features.DYNAMO_EXPORTER, torch_features.LEGACY_EXPORTER, torch_features.DIM_DYNAMIC, torch_features.AOT_INDUCTOR,
-                    torch_features.TORCH_COMPILE, torch_features.TORCHSCRIPT_SCRIPT, torch_features.TORCHSCRIPT_TRACE):
-        assert torch_features.missing(feature) is None, feature.name
+def test_a_stage_whose_feature_this_torch_lacks_is_skipped_with_the_release_that_has_it(tmp_path):
+    from compatcheck.options import parse
+    from compatcheck.spec import load
+    from compatcheck.stages.base import StageContext
+    from compatcheck.stages.jit_script import JitScript
+    from compatcheck.worker.harness import run_stage
+
+    ctx = StageContext(load(MODELS / "convnet.py"), parse({}).run_options(), tmp_path, {}, {"eager": "pass"})
+    stage = JitScript()
+    assert run_stage(stage, ctx).status.value == "pass"  # this torch has torch.jit.script
+    stage.needs = lambda ctx: (Feature("torch.jit.script", "99.0", lambda: False),)
+    result = run_stage(stage, ctx)
+    assert (result.status.value, result.reason) == (
+        "skip", f"needs torch ≥ 99.0 with torch.jit.script; this is torch {torch.__version__}")
 
 
 def test_a_missing_feature_is_a_reason_naming_the_release_that_has_it():

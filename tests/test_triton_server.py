@@ -71,6 +71,20 @@ def processes_mentioning(text: str) -> dict[int, str]:
     return found
 
 
+def wait_until_served(tmp: Path, process: subprocess.Popen, output: Path, seconds: float = 300) -> None:
+    """Waits until the server of the run `process` (working in a private folder under `tmp`, its TMPDIR)
+    has loaded the model; fails with the run's output if the run ends first."""
+    def loaded() -> bool:
+        return any("successfully loaded" in log.read_text(errors="replace")
+                   for log in tmp.glob("compatcheck-run-*/triton/server.log"))
+
+    deadline = time.monotonic() + seconds
+    while not loaded():
+        assert process.poll() is None, output.read_text()
+        assert time.monotonic() < deadline, "the server did not load the model in time"
+        time.sleep(0.1)
+
+
 def wait_until_gone(text: str, seconds: float = 15) -> dict[int, str]:
     return poll_until_empty(lambda: processes_mentioning(text), seconds)
 
@@ -197,10 +211,6 @@ def test_interrupted_run_leaves_no_server_behind(tmp_path):
     artifacts, tmp = tmp_path / "artifacts", tmp_path / "tmp"
     tmp.mkdir()
 
-    def loaded() -> bool:  # the server runs from the run's private working folder, under TMPDIR
-        return any("successfully loaded" in log.read_text(errors="replace")
-                   for log in tmp.glob("compatcheck-run-*/triton/server.log"))
-
     with (tmp_path / "output.txt").open("w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "compatcheck", "run", str(model), "--stages", "triton", "--artifacts",
@@ -208,11 +218,7 @@ def test_interrupted_run_leaves_no_server_behind(tmp_path):
             env={**os.environ, "TMPDIR": str(tmp)},
         )
     try:
-        deadline = time.monotonic() + 300
-        while not loaded():
-            assert process.poll() is None, (tmp_path / "output.txt").read_text()
-            assert time.monotonic() < deadline, "the server did not load the model in time"
-            time.sleep(0.1)
+        wait_until_served(tmp, process, tmp_path / "output.txt")
         serving = {Path(cmdline.split()[0]).name for cmdline in processes_mentioning(str(tmp)).values()}
         assert {"tritonserver"} | ({"triton_python_backend_stub"} if PYTHON_BACKEND else set()) <= serving
         process.send_signal(signal.SIGINT)

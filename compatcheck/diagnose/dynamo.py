@@ -156,12 +156,14 @@ def _graph_breaks(stage: str, ctx, error: BaseException) -> list:
 
 
 @with_rewrites
-def graph_break_findings(stage: str, ctx, error: BaseException | None) -> list:
+def graph_break_findings(stage: str, ctx, error: BaseException | None, fullgraph: bool) -> list:
+    """A graph break (which fullgraph=True turns into an error) with every further one the search finds;
+    any other compile error at the user's line."""
     if error is None:
         return []
     import torch
 
-    if stage == "compile_fullgraph" and isinstance(error, (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError)):
+    if fullgraph and isinstance(error, (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError)):
         return _graph_breaks(stage, ctx, error)
     target = _LOWERING_TARGET.search(str(error))
     return [error_finding(stage, ctx, error, "compile-error", op=target.group(1) if target else None)]

@@ -47,8 +47,7 @@ def torch_export_findings(stage: str, ctx, cause: BaseException) -> list:
 def headline(step: str, findings: list, also: str = "") -> str:
     """'<step> failed at m.py:12: <the first finding>', for the stage's reason."""
     first = findings[0]
-    at = f" at {first.file}:{first.line}" if first.file and first.line else ""
-    return f"{step} failed{at}: {first.message}{also}"
+    return f"{step} failed{f' at {first.where}' if first.where else ''}: {first.message}{also}"
 
 
 def pinned_findings(stage: str, ctx, program) -> list:
@@ -62,11 +61,11 @@ def pinned_findings(stage: str, ctx, program) -> list:
 
 
 @with_rewrites
-def stage_findings(stage: str, ctx, error: BaseException | None, program=None) -> list:
+def stage_findings(stage: str, ctx, error: BaseException | None, program=None, kind: str = "export-error") -> list:
     """A stage's findings: those its restated error carries, else the error at the user's line; for a
     program that built but failed on an input set, the dimensions it pinned."""
     if error is None:
         return pinned_findings(stage, ctx, program)
     if isinstance(error, Diagnosed):
         return error.findings
-    return [error_finding(stage, ctx, error, "export-error" if stage == "export" else "compile-error")]
+    return [error_finding(stage, ctx, error, kind)]

@@ -11,6 +11,7 @@ from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.errors import error_finding
 from compatcheck.diagnose.onnx_nodes import named_node, node_finding
 from compatcheck.errors import one_line
+from compatcheck.ladder import BY_NAME
 from compatcheck.onnxruntime_session import providers
 
 _MISSING = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
@@ -36,7 +37,7 @@ def _missing_kernels(stage: str, ctx, model: onnx.ModelProto, providers: list[st
 
 
 def _failure_findings(stage: str, ctx, error: BaseException, providers: list[str]) -> list:
-    path = ctx.artifacts.get("onnx_export")
+    path = ctx.artifacts.get(BY_NAME[stage].requires[0])  # the ONNX file the stage ran
     model = onnx.load(path) if path else None
     text = str(error)
     if model is not None and ("NOT_IMPLEMENTED" in text or _MISSING.search(text)):

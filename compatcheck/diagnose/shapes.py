@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from compatcheck.diagnose.constructs import construct
 from compatcheck.errors import chain_text
+from compatcheck.ladder import BY_NAME
 
 _MARKED = re.compile(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)")
 _INFERRED = re.compile(r"inferred a static shape of (-?\d+) for dimension (\S+?)\.?(?:\s|$)")
@@ -163,8 +164,8 @@ def findings(stage: str, ctx, dims: dict[str, int]) -> list:
         at = user.innermost(one.stack)
         pinned = f"pinned it to {one.value}" if one.value is not None else "pinned it"
         how = "" if at is None else _called_from(user, one.stack, at)
-        holds = "the trace keeps" if stage == "jit_trace" else "the exported program accepts"
-        message = f"{one.dim} is dynamic ({why}) but this code {pinned}{how}: {holds} only that size"
+        message = (f"{one.dim} is dynamic ({why}) but this code {pinned}{how}: {BY_NAME[stage].artifact} accepts only "
+                   "that size")
         finding = user.finding(stage, "dynamic-shape", message, location=at)
         finding.op = construct(finding.code)
         result.append(finding)

@@ -108,8 +108,8 @@ def describe(stage: StageResult) -> tuple[str | None, Finding | None]:
     if stage.findings:
         finding = stage.findings[0]
         text = f"{finding.kind} `{finding.op}`" if finding.op else finding.kind
-        if finding.file and finding.line:
-            text += f" at {finding.file}:{finding.line}"
+        if finding.where:
+            text += f" at {finding.where}"
         return f"{text}: {finding.message}", finding
     return stage.reason, None
 

@@ -19,16 +19,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 import compatcheck
 from compatcheck import ladder
 from compatcheck.errors import UsageError
 from compatcheck.files import write_atomically
 from compatcheck.matrix import environments
-from compatcheck.matrix.config import Matrix, RunSettings, model_name, settings, split_target
-from compatcheck.report.model import Report, load_report
-from compatcheck.user_options import OPTIONS
+from compatcheck.matrix.config import Matrix, RunSettings, model_name, settings
+from compatcheck.target import parse_target
+from compatcheck.report.model import READABLE_VERSIONS, Report, load_report, migrate
+from compatcheck.options import at
 
 CELL_SCHEMA_VERSION = 1
 
@@ -49,6 +50,17 @@ class CellResult(BaseModel):
     unavailable: bool = Field(False, description="an optional environment whose index could not be reached: "
                                                  "reported, never gated")
     report: Report | None = None
+
+    @field_validator("report", mode="before")
+    @classmethod
+    def _readable(cls, value):
+        """A report of a schema_version this compatcheck reads, migrated; any other is refused."""
+        if isinstance(value, dict):
+            if value.get("schema_version") not in READABLE_VERSIONS:
+                raise ValueError(f"its report has schema_version {value.get('schema_version')!r}; this compatcheck "
+                                 f"reads schema_version {READABLE_VERSIONS[0]} to {READABLE_VERSIONS[-1]}")
+            return migrate(value)
+        return value
 
     @property
     def id(self) -> str:
@@ -94,7 +106,7 @@ def plan(matrix: Matrix, base: Path, only: list[str] | None = None) -> list[Cell
     cells = []
     for env_index, (env_name, env) in enumerate(matrix.environments.items()):
         for model_index, entry in enumerate(matrix.models.paths):
-            path, factory = split_target(entry.path)
+            path, factory = parse_target(entry.path)
             if not (base / path).is_file():
                 raise UsageError(f"models.paths[{model_index}]: model file not found: {base / path}")
             target = str((base / path).resolve()) + ("" if factory == "get_model" else f":{factory}")
@@ -127,8 +139,8 @@ def load_cell(path: Path) -> CellResult:
 def run_arguments(cell: Cell) -> list[str]:
     """`compatcheck run` arguments for the cell: the flags of the run settings matrix.yaml gave."""
     args = ["run", cell.target, "--quiet", "--stages", ",".join(cell.settings.stages or ladder.NAMES)]
-    for option in OPTIONS:
-        value = getattr(cell.settings, option.name, None) if option.name != "stages" else None
+    for option in at("matrix"):
+        value = getattr(cell.settings, option.name) if option.name != "stages" else None
         if value is not None:
             args += [option.flag, ",".join(value) if isinstance(value, list) else str(value)]
     return args

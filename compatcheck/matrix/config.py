@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from compatcheck import ladder
 from compatcheck.errors import UsageError
-from compatcheck.user_options import OPTIONS, pydantic_fields
+from compatcheck.options import at, pydantic_fields
+from compatcheck.target import parse_target
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # environment and model names end up in file names
 REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -56,10 +57,10 @@ def _known_stages(cls, value: list[str] | None) -> list[str] | None:
 
 
 # What `compatcheck run` gets for one model, set for all models and overridden per model: the
-# options of user_options.OPTIONS marked `matrix`, unset (None) unless matrix.yaml gives them.
+# options of the table (options.py) that reach the matrix door, unset (None) unless matrix.yaml gives them.
 RunSettings = create_model(
     "RunSettings", __base__=_Strict, __validators__={"_stages": field_validator("stages")(_known_stages)},
-    **pydantic_fields([option for option in OPTIONS if option.matrix], all_optional=True),
+    **pydantic_fields(at("matrix"), all_optional=True),
 )
 
 
@@ -103,19 +104,11 @@ class Matrix(_Strict):
         return value
 
 
-def split_target(target: str) -> tuple[str, str]:
-    """'models/x.py:make' -> ('models/x.py', 'make'), as `compatcheck run` reads it (spec.py imports torch)."""
-    path, sep, factory = target.rpartition(":")
-    if not sep or not path.endswith(".py") or "/" in factory or not factory:
-        return target, "get_model"
-    return path, factory
-
-
 def model_name(entry: ModelEntry) -> str:
     if entry.name:
         return entry.name
-    path, factory = split_target(entry.path)
-    return Path(path).stem if factory == "get_model" else f"{Path(path).stem}-{factory}"
+    path, factory = parse_target(entry.path)
+    return path.stem if factory == "get_model" else f"{path.stem}-{factory}"
 
 
 def settings(models: Models, entry: ModelEntry) -> RunSettings:

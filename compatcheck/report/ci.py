@@ -10,8 +10,7 @@ from compatcheck.report.model import FAILING, Finding, Report, StageResult, Stat
 
 
 def _finding_text(finding: Finding) -> str:
-    where = f"{finding.file}:{finding.line}" if finding.file and finding.line else "(no line in your code)"
-    lines = [f"{where}: {finding.kind}: {finding.message}"]
+    lines = [f"{finding.where or '(no line in your code)'}: {finding.kind}: {finding.message}"]
     if finding.code:
         lines.append(f"  > {finding.code}")
     if finding.rewrite:

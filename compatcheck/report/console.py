@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from compatcheck.report.model import Report, Status
+from compatcheck.report.model import Report, RouteStatus, Status
 
 STYLE = {
     Status.PASS: "green", Status.MISMATCH: "yellow", Status.FAIL: "red",
@@ -17,7 +17,8 @@ STYLE = {
     Status.BROKEN_ENV: "bold magenta",
 }
 
-ROUTE_STYLE = {"works": "green", "works-with-warnings": "yellow", "blocked": "red", "not-checked": "dim"}
+ROUTE_STYLE = {RouteStatus.WORKS: "green", RouteStatus.WARNS: "yellow", RouteStatus.BLOCKED: "red",
+               RouteStatus.UNCHECKED: "dim"}
 
 
 def _error(value: float | None) -> str:
@@ -56,8 +57,7 @@ def render(report: Report, console: Console) -> None:
     shown_rewrites: set[str] = set()
     shown_advice: set[str] = set()
     for finding in report.findings:
-        where = f"{finding.file}:{finding.line}" if finding.file and finding.line else "-"
-        console.print(f"[bold]{finding.stage}[/] {finding.kind} {escape(where)}: {escape(finding.message)}",
+        console.print(f"[bold]{finding.stage}[/] {finding.kind} {escape(finding.where or '-')}: {escape(finding.message)}",
                       highlight=False)
         if finding.code:
             console.print(f"    > {escape(finding.code)}", highlight=False)

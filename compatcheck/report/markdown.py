@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from compatcheck.report.model import Finding, Report, StageResult, Status
+from compatcheck.report.model import Finding, Report, RouteStatus, StageResult, Status
 
 SYMBOL = {
     Status.PASS: "✅", Status.MISMATCH: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️",
@@ -40,13 +40,13 @@ def _ladder(report: Report) -> str:
 
 def _item(finding: Finding, shown: dict[str, str]) -> list[str]:
     """One box; `shown` maps each rewrite already printed to the stage it is under, to print it once."""
-    where = _code(f"{finding.file}:{finding.line}") if finding.file and finding.line else "no line in your code"
+    where = _code(finding.where) if finding.where else "no line in your code"
     op = f" {_code(finding.op)}" if finding.op else ""
     lines = [f"- [ ] **{finding.kind}**{op} at {where}: {_text(finding.message)}"]
     if finding.code:
         lines += _block(finding.code)
     if finding.library_file:
-        lines += ["", f"  In library code, at {_code(f'{finding.library_file}:{finding.library_line}')}:"]
+        lines += ["", f"  In library code, at {_code(finding.library_where or finding.library_file)}:"]
         lines += _block(finding.library_code) if finding.library_code else []
     if finding.advice and finding.advice in shown:
         lines += ["", f"  Advice: the same as under `{shown[finding.advice]}` above."]
@@ -121,7 +121,7 @@ def _environment(report: Report) -> list[str]:
     return lines + [""]
 
 
-ROUTE_SYMBOL = {"works": "✅", "works-with-warnings": "⚠️", "blocked": "❌", "not-checked": "⏭️"}
+ROUTE_SYMBOL = {RouteStatus.WORKS: "✅", RouteStatus.WARNS: "⚠️", RouteStatus.BLOCKED: "❌", RouteStatus.UNCHECKED: "⏭️"}
 
 
 def _routes(report: Report) -> list[str]:

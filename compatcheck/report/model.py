@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 
 from compatcheck.ladder import NAMES
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # version 1 lacks only fields that have defaults here
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
 class Status(str, Enum):
@@ -25,6 +25,13 @@ class Status(str, Enum):
 
 # A stage that did not reach a verdict of its own for one of these reasons makes the run fail.
 FAILING = {Status.MISMATCH, Status.FAIL, Status.CRASH, Status.TIMEOUT, Status.BROKEN_ENV}
+
+
+class RouteStatus(str, Enum):
+    WORKS = "works"
+    WARNS = "works-with-warnings"
+    BLOCKED = "blocked"
+    UNCHECKED = "not-checked"
 
 
 class Finding(BaseModel):
@@ -44,6 +51,27 @@ class Finding(BaseModel):
     advice: str | None = Field(
         None, description="what to do when the cause is in library code: a config switch, pinning or upgrading "
                           "the library, or reporting upstream with the reproducer")
+
+    @property
+    def where(self) -> str | None:
+        """The user's file:line, when the finding has one."""
+        return f"{self.file}:{self.line}" if self.file and self.line else None
+
+    @property
+    def library_where(self) -> str | None:
+        """The library's file:line below the user's line, when the cause is in library code."""
+        return f"{self.library_file}:{self.library_line}" if self.library_file and self.library_line else None
+
+    def cite(self, *, op: bool = True) -> str:
+        """The finding in a few words: kind (and op), and where: 'graph-break if at model.py:12'."""
+        at = " via ".join(part for part in (self.where, self.library_where if op else None) if part)
+        return f"{self.kind}{f' {self.op}' if op and self.op else ''}" + (f" at {at}" if at else "")
+
+
+def blocker(findings: list[Finding]) -> str | None:
+    """A stage's first finding in a few words, for the skip reasons of the stages that needed it:
+    'dynamic-shape at model.py:12'."""
+    return findings[0].cite(op=False) if findings else None
 
 
 class LeafComparison(BaseModel):
@@ -111,7 +139,7 @@ class StageResult(BaseModel):
 class Route(BaseModel):
     name: str = Field(description="a way to deploy: torch.compile, TorchScript (script), ONNX → onnxruntime → Triton, ...")
     stages: list[str] = Field(description="its stages, in order")
-    status: str = Field(description="works, works-with-warnings, blocked or not-checked")
+    status: RouteStatus
     stage: str | None = Field(None, description="the stage it is blocked at")
     finding: str | None = Field(None, description="what blocks it: the first finding of that stage, in short")
     summary: str = Field("", description="one line: the status and why")
@@ -154,6 +182,20 @@ class Report(BaseModel):
         return any(s.status in FAILING for s in self.stages)
 
 
+# Options renamed in schema_version 3: one name per option everywhere.
+_RENAMED_OPTIONS = {"memory_limit_mb": "memory_limit", "triton_launcher": "triton"}
+
+
+def migrate(data: dict) -> dict:
+    """A report of an older schema_version, as this one reads it (docs/report.md lists the changes)."""
+    if data.get("schema_version") in (1, 2):
+        options = {_RENAMED_OPTIONS.get(name, name): value for name, value in data.get("options", {}).items()}
+        if "bench_seconds" in options and "bench" not in options:
+            options["bench"] = options["bench_seconds"] is not None
+        data = {**data, "options": options, "schema_version": SCHEMA_VERSION}
+    return data
+
+
 def load_report(path: Path) -> Report:
     """Read a report written by `run --json`, refusing other schema versions with a clear message."""
     import json
@@ -172,10 +214,10 @@ def load_report(path: Path) -> Report:
     if version not in READABLE_VERSIONS:
         raise UsageError(
             f"{path} has schema_version {version!r}; this compatcheck reads schema_version "
-            f"{' and '.join(map(str, READABLE_VERSIONS))}"
+            f"{READABLE_VERSIONS[0]} to {READABLE_VERSIONS[-1]}"
         )
     try:
-        return Report.model_validate(data)
+        return Report.model_validate(migrate(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(map(str, first["loc"])) or "the top level"

@@ -8,59 +8,37 @@ Imports no torch: the command assembles routes in the parent process."""
 from __future__ import annotations
 
 from compatcheck import ladder
-from compatcheck.report.model import FAILING, Finding, Report, Route, StageResult, Status
-
-# (route name, its stages in order, stages whose failure only warns: the route works without them)
-ROUTES = (
-    ("torch.compile", ("compile", "compile_fullgraph"), ("compile_fullgraph",)),
-    ("TorchScript (script)", ("jit_script",), ()),
-    ("TorchScript (trace)", ("jit_trace",), ()),
-    ("torch.export → AOTInductor", ("export", "aot_inductor"), ()),
-    ("ONNX → onnxruntime → Triton", ("onnx_export", "onnxruntime", "triton"), ()),
-)
-
-WORKS, WARNS, BLOCKED, UNCHECKED = "works", "works-with-warnings", "blocked", "not-checked"
-
-
-def cite(finding: Finding) -> str:
-    """A finding in a few words: kind, op and where."""
-    where = f"{finding.file}:{finding.line}" if finding.file and finding.line else None
-    library = f"{finding.library_file}:{finding.library_line}" if finding.library_file else None
-    at = " via ".join(part for part in (where, library) if part)
-    op = f" {finding.op}" if finding.op else ""
-    return f"{finding.kind}{op}" + (f" at {at}" if at else "")
+from compatcheck.report.model import FAILING, Report, Route, RouteStatus, StageResult, Status
 
 
 def _blocker(stage: StageResult) -> str:
-    return cite(stage.findings[0]) if stage.findings else (stage.reason or stage.status.value)
+    return stage.findings[0].cite() if stage.findings else (stage.reason or stage.status.value)
 
 
-def _route(name: str, names: tuple[str, ...], optional: tuple[str, ...], by_name: dict) -> Route | None:
-    known = [n for n in names if n in ladder.BY_NAME]
-    if not known:
-        return None  # a route whose stages this version of compatcheck does not have
+def _route(table: ladder.Route, by_name: dict) -> Route:
+    known, optional = list(table.stages), table.optional
     ran = [by_name[n] for n in known if n in by_name and by_name[n].status is not Status.SKIP]
-    route = Route(name=name, stages=known, status=UNCHECKED)
+    route = Route(name=table.name, stages=known, status=RouteStatus.UNCHECKED)
     if not ran:
         route.summary = "not checked: none of its stages ran"
         return route
     required = [s for s in ran if s.name not in optional]
     blocked = next((s for s in required if s.status in FAILING), None)
     if blocked is not None:
-        route.status, route.stage = BLOCKED, blocked.name
+        route.status, route.stage = RouteStatus.BLOCKED, blocked.name
         route.finding = _blocker(blocked)
         route.summary = f"blocked at {blocked.name} by {route.finding}"
         return route
     if not required:  # only optional stages ran: they speak for the route only when they pass
         failing = next((s for s in ran if s.status in FAILING), None)
         if failing is not None:
-            route.status, route.stage, route.finding = BLOCKED, failing.name, _blocker(failing)
+            route.status, route.stage, route.finding = RouteStatus.BLOCKED, failing.name, _blocker(failing)
             route.summary = f"blocked at {failing.name} by {route.finding}"
             return route
     warnings = [f"{s.name} {s.status.value}: {_blocker(s)}" for s in ran if s.status in FAILING]
-    warnings += [f"{s.name}: {cite(s.findings[0])}" for s in ran if s.status is Status.PASS and s.findings]
+    warnings += [f"{s.name}: {s.findings[0].cite()}" for s in ran if s.status is Status.PASS and s.findings]
     unchecked = [n for n in known if n not in by_name or by_name[n].status is Status.SKIP]
-    route.status = WARNS if warnings else WORKS
+    route.status = RouteStatus.WARNS if warnings else RouteStatus.WORKS
     route.summary = ("works with warnings: " + "; ".join(warnings)) if warnings else "works"
     if unchecked:
         reasons = [f"{n} ({by_name[n].reason})" if n in by_name and by_name[n].reason else n for n in unchecked]
@@ -70,7 +48,7 @@ def _route(name: str, names: tuple[str, ...], optional: tuple[str, ...], by_name
 
 def summarize(report: Report) -> list[Route]:
     by_name = {stage.name: stage for stage in report.stages}
-    return [route for entry in ROUTES if (route := _route(*entry, by_name)) is not None]
+    return [_route(table, by_name) for table in ladder.ROUTES]
 
 
 _WORKING = "The routes that work here: "
@@ -79,7 +57,7 @@ _WORKING = "The routes that work here: "
 def annotate(report: Report) -> None:
     """Fill in what findings say about other routes, now that every stage's verdict is known (again
     on a resumed report: the earlier note is replaced)."""
-    working = [r.name for r in report.routes if r.status in (WORKS, WARNS)]
+    working = [r.name for r in report.routes if r.status in (RouteStatus.WORKS, RouteStatus.WARNS)]
     note = _WORKING + (", ".join(working) if working else "none of those checked") + "."
     for finding in report.findings:
         if finding.kind == "library-not-scriptable":

@@ -42,7 +42,7 @@ from pathlib import Path
 from compatcheck import __version__, redact
 from compatcheck.loaded_files import unchanged
 from compatcheck.host import RELEVANT
-from compatcheck.options import RunOptions
+from compatcheck.options import cache_key_values
 from compatcheck.report.model import CacheOrigin, ModelInfo, StageResult, Status
 
 CACHEABLE = {Status.PASS, Status.MISMATCH, Status.FAIL}
@@ -85,13 +85,13 @@ def own_source() -> str:
     return digest.hexdigest()
 
 
-def run_key(model: Path, factory: str, options: RunOptions, payload: bytes | None = None) -> tuple[str, dict]:
+def run_key(model: Path, factory: str, options, payload: bytes | None = None) -> tuple[str, dict]:
     """(the run key, what it hashes); `payload` is a model object's (payload.py): its weights, its
     structure, the classes carried by value and the inputs."""
     facts = {
         "compatcheck": __version__, "compatcheck_source": own_source(), "model": str(model), "factory": factory,
         **({"payload": hashlib.sha256(payload).hexdigest()} if payload is not None else {}),
-        "options": options.model_dump(exclude={"stages"}),
+        "options": cache_key_values(options),
         "rewrites": hashlib.sha256(Path(options.rewrites).read_bytes()).hexdigest() if options.rewrites else None,
         "python": sys.version, "executable": sys.executable, "distributions": distributions(),
         "environment": key_variables(),
@@ -119,7 +119,7 @@ def _copy(source: Path, target: Path) -> None:
 
 
 class StageCache:
-    def __init__(self, root: Path, model: Path, factory: str, options: RunOptions, payload: bytes | None = None):
+    def __init__(self, root: Path, model: Path, factory: str, options, payload: bytes | None = None):
         self.root = root
         self.key, self.facts = run_key(model, factory, options, payload)
         self.folder = root / self.key

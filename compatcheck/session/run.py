@@ -1,4 +1,5 @@
-"""One `compatcheck run`: supervise the worker, assemble the report, write it atomically."""
+"""One run, in three steps: reuse (resumed and cached verdicts), supervise (the workers for the rest),
+assemble (the report). The CLI, check() and triton-repo all run through `execute`."""
 
 from __future__ import annotations
 
@@ -7,21 +8,21 @@ import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Callable
 
-from compatcheck import __version__, redact
-from compatcheck.report import routes
-from compatcheck import ladder
-from compatcheck.session.cache import StageCache, run_key
+from compatcheck import __version__, ladder, redact
 from compatcheck.loaded_files import unchanged
-from compatcheck.options import RunOptions
-from compatcheck.report.model import CacheOrigin, Report, StageResult, Status
-from compatcheck.worker.speed import add_speedups
+from compatcheck.report import routes
+from compatcheck.report.model import CacheOrigin, Report, StageResult, Status, blocker
+from compatcheck.session.cache import StageCache, run_key
+from compatcheck.session.cache import default_dir as default_cache_dir
 from compatcheck.session.supervisor import Supervisor
 from compatcheck.session.workfolder import Published, WorkFolder
+from compatcheck.worker.speed import add_speedups
 
 
-def resumable(previous: Report | None, options: RunOptions, key: str) -> tuple[dict[str, StageResult], str | None]:
+def resumable(previous: Report | None, options, key: str) -> tuple[dict[str, StageResult], str | None]:
     """The verdicts of an earlier, interrupted report that still hold, or why none does.
 
     They hold only for the same run: the same options, the same run key (model path, factory,
@@ -30,7 +31,7 @@ def resumable(previous: Report | None, options: RunOptions, key: str) -> tuple[d
     """
     if previous is None or all(stage.reason == INTERRUPTED for stage in previous.stages):
         return {}, None
-    if previous.options != options.model_dump():
+    if previous.options != options.model_dump(mode="json"):
         return {}, "the report was written with other options"
     if previous.run_key is None or not previous.dependencies:
         return {}, "the report records no dependency manifest (written by an older compatcheck)"
@@ -53,7 +54,7 @@ def resumable(previous: Report | None, options: RunOptions, key: str) -> tuple[d
 INTERRUPTED = "interrupted before it ran"
 
 
-def settled_skips(done: dict[str, StageResult], options: RunOptions) -> dict[str, StageResult]:
+def settled_skips(done: dict[str, StageResult], options) -> dict[str, StageResult]:
     """Skips already decided by known verdicts: a stage whose required stage is done without an
     artifact. Deciding them here spares a worker when everything else came from the cache."""
     skips: dict[str, StageResult] = {}
@@ -63,58 +64,97 @@ def settled_skips(done: dict[str, StageResult], options: RunOptions) -> dict[str
         for needed in ladder.BY_NAME[name].requires:
             known = done.get(needed) or skips.get(needed)
             if known is not None and needed not in known.artifacts:
-                reason = ladder.missing_artifact(needed, known.status.value, ladder.blocker(known.findings))
+                reason = ladder.missing_artifact(needed, known.status.value, blocker(known.findings))
                 skips[name] = StageResult(name=name, status=Status.SKIP, reason=reason)
                 break
     return skips
 
 
-def execute(model: Path, factory: str, options: RunOptions, *, artifacts_dir: Path | None = None,
-            command: list[str] | None = None, on_event=None, jobs: int = 1,
-            previous: Report | None = None, cache: StageCache | None = None,
-            say: Callable[[str], None] = lambda line: None, protected: set[str] = frozenset(),
-            payload: bytes | None = None, spec=None) -> Report:
-    """Run the stages not resumed or cached; `protected` are input files --artifacts must never overwrite.
+@dataclass
+class RunRequest:
+    """One run: which model, with which options, and where its results go.
 
-    The model is the file `model` (and `factory`), or a model object: `payload` (payload.py) to load
-    it in the workers, or its `spec` to run it in this process; `model` and `factory` then name the
-    file and the class that define it."""
-    published = Published(artifacts_dir) if artifacts_dir else None  # refuses a folder another run uses
+    The model is the file `model` (and `factory`), or a model object: `payload` (payload.py) to load it
+    in the workers, or its `spec` to run it in this process; `model` and `factory` then name the file
+    and the class that define it."""
+
+    model: Path
+    factory: str
+    chosen: object  # options.parse(): the run options, and where the artifacts go, how many workers, the cache
+    command: list[str] = field(default_factory=list)
+    previous: Report | None = None  # the report to --resume from
+    protected: set[str] = field(default_factory=set)  # input files --artifacts must never overwrite
+    payload: bytes | None = None
+    spec: object = None
+    on_event: Callable = lambda kind, stage, result: None
+    say: Callable[[str], None] = lambda line: None
+    options: object = None  # RunOptions, made from `chosen` when the run starts
+
+
+def execute(request: RunRequest) -> Report:
+    """Run the stages not resumed or cached, and assemble the report."""
+    options = request.options = request.chosen.run_options()
+    if options.rewrites:
+        from compatcheck.diagnose.catalog import load
+
+        load(str(options.rewrites))  # a bad catalog is a usage error now, not a failed diagnosis later
+    cache = None
+    if request.chosen.cache and not options.bench:  # --bench times this machine now: never served from the cache
+        cache = StageCache(default_cache_dir(), request.model, request.factory, options, payload=request.payload)
+    artifacts = request.chosen.artifacts
+    published = Published(artifacts) if artifacts else None  # refuses a folder another run uses
     work = WorkFolder()
+    started = time.monotonic()
+    report = Report(
+        tool_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        command=redact.tree(list(request.command)), options=redact.tree(options.model_dump(mode="json")),
+        run_key=cache.key if cache else run_key(request.model, request.factory, options, request.payload)[0],
+    )
     try:
-        return _execute(model, factory, options, work.path, published, command, on_event, jobs, previous, cache,
-                        say, protected, payload, spec)
+        known = _reuse(request, report, cache, work.path)
+        outcome = _supervise(request, report, cache, work.path, published, known)
+        _assemble(report, request, known, outcome, work.path, published)
     finally:
         work.close()
         if published:
             published.close()
             for path in sorted(published.refused):
-                say(f"not written into --artifacts: {path} is a file the run loaded")
+                request.say(f"not written into --artifacts: {path} is a file the run loaded")
+    report.seconds = round(time.monotonic() - started, 3)
+    return report
 
 
-def _execute(model, factory, options, workdir, published, command, on_event, jobs, previous, cache, say,
-             protected, payload, spec) -> Report:
-    started = time.monotonic()
-    report = Report(
-        tool_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        command=redact.tree(command or []), options=redact.tree(options.model_dump()),
-        run_key=cache.key if cache else run_key(model, factory, options, payload)[0],
-    )
-    done, why = resumable(previous, options, report.run_key)
+@dataclass
+class _Known:
+    """What the run knows before any worker starts: resumed and cached verdicts."""
+
+    done: dict[str, StageResult]
+    artifacts: dict[str, str]
+    dependencies: dict[str, str | None]
+    model: object = None
+    environment: dict = field(default_factory=dict)
+
+
+def _reuse(request: RunRequest, report: Report, cache: StageCache | None, workdir: Path) -> _Known:
+    """The verdicts of the resumed report that still hold, then those the cache serves, with their files
+    and the logs of the workers that computed them; and the skips they settle."""
+    options = request.options
+    done, why = resumable(request.previous, options, report.run_key)
     if why:
-        say(f"--resume: nothing resumed, every stage runs again: {why}")
-    dependencies = dict(previous.dependencies) if done else {}
-    artifacts = {name: path for stage in done.values() for name, path in stage.artifacts.items()}
-    known_model, known_environment = (previous.model, previous.environment) if done else (None, {})
-    lane_of = {name: lane for lane, names in enumerate(ladder.lanes(options.stages, jobs)) for name in names}
+        request.say(f"--resume: nothing resumed, every stage runs again: {why}")
+    previous = request.previous
+    known = _Known(done, {name: path for stage in done.values() for name, path in stage.artifacts.items()},
+                   dict(previous.dependencies) if done else {},
+                   previous.model if done else None, previous.environment if done else {})
+    lane_of = {name: lane for lane, names in enumerate(ladder.lanes(options.stages, request.chosen.jobs)) for name in names}
     logs: dict[int, dict[str, Path]] = {}
     for name in options.stages if cache else ():
         hit = None if name in done else cache.load(name, workdir)
         if hit:
             done[name] = hit.result
-            artifacts.update(hit.result.artifacts)
-            known_model, known_environment = hit.model, hit.environment
-            dependencies.update(hit.dependencies["files"])
+            known.artifacts.update(hit.result.artifacts)
+            known.model, known.environment = hit.model, hit.environment
+            known.dependencies.update(hit.dependencies["files"])
             logs.setdefault(lane_of[name], {}).setdefault(hit.run, hit.log)
             if hit.inputs and not (workdir / "inputs.npz").exists():
                 shutil.copyfile(hit.inputs, workdir / "inputs.npz")
@@ -124,55 +164,68 @@ def _execute(model, factory, options, workdir, published, command, on_event, job
                 if path.is_file():
                     log.write(path.read_bytes())
     done.update(settled_skips(done, options))
+    return known
+
+
+def _supervise(request: RunRequest, report: Report, cache: StageCache | None, workdir: Path,
+               published: Published | None, known: _Known):
+    """Run the remaining stages in workers (or in this process), publishing each finished stage into
+    --artifacts and storing it in the cache; an interrupt keeps what finished."""
+    options = request.options
 
     def inputs() -> set[str]:
         """Files the run must never overwrite: the given ones and every file it has loaded so far."""
-        loaded = {path for manifest in list(supervisor.outcome.dependencies.values()) for path in manifest["files"]}
-        return set(protected) | set(dependencies) | loaded
+        loaded = {path for manifest in list(runner.outcome.dependencies.values()) for path in manifest["files"]}
+        return set(request.protected) | set(known.dependencies) | loaded
 
     def event(kind, stage, result):
         if kind == "result" and published:
             published.sync(workdir, inputs())  # a killed run keeps every stage it finished
-        if on_event:
-            on_event(kind, stage, result)
+        request.on_event(kind, stage, result)
 
     if published:
-        published.sync(workdir, set(protected) | set(dependencies))
-    if spec is not None:
+        published.sync(workdir, set(request.protected) | set(known.dependencies))
+    if request.spec is not None:
         from compatcheck.session.inprocess import InProcess
 
-        supervisor = InProcess(spec, options, workdir, event, done=done, artifacts=artifacts)
+        runner = InProcess(request.spec, options, workdir, event, done=known.done, artifacts=known.artifacts)
     else:
         payload_path = None
-        if payload is not None:
+        if request.payload is not None:
             from compatcheck.payload import FILE_NAME
 
             payload_path = workdir / FILE_NAME
-            payload_path.write_bytes(payload)
-        supervisor = Supervisor(model, factory, options, workdir, event, jobs=jobs, done=done, artifacts=artifacts,
-                                payload=payload_path)
+            payload_path.write_bytes(request.payload)
+        runner = Supervisor(request.model, request.factory, options, workdir, event, jobs=request.chosen.jobs,
+                            done=known.done, artifacts=known.artifacts, payload=payload_path)
     try:
-        supervisor.run()
+        runner.run()
     except KeyboardInterrupt:
         report.interrupted = True
     finally:
-        supervisor.stop()
-        outcome = supervisor.outcome
+        runner.stop()
+        outcome = runner.outcome
         computed = CacheOrigin(computed_at=report.created, tool_version=__version__)
         for name, manifest in outcome.dependencies.items():
-            dependencies.update(manifest["files"])
+            known.dependencies.update(manifest["files"])
             lane = outcome.producers[name]
             if cache and outcome.model:
                 cache.store(outcome.results[name], outcome.model, outcome.environment, manifest,
                             f"{report.created}:{os.getpid()}:{lane}", computed, workdir,
                             workdir / f"worker-{lane}.log")
         if published:
-            published.sync(workdir, set(protected) | set(dependencies))
-    report.model = outcome.model or known_model
-    report.environment = outcome.environment or known_environment
+            published.sync(workdir, set(request.protected) | set(known.dependencies))
+    return outcome
+
+
+def _assemble(report: Report, request: RunRequest, known: _Known, outcome, workdir: Path,
+              published: Published | None) -> None:
+    """The report from every stage's result, in ladder order, with the routes they open."""
+    report.model = outcome.model or known.model
+    report.environment = outcome.environment or known.environment
     report.workers = outcome.workers
-    report.dependencies = dict(sorted(dependencies.items()))
-    for name in options.stages:
+    report.dependencies = dict(sorted(known.dependencies.items()))
+    for name in request.options.stages:
         result = outcome.results.get(name)
         report.stages.append(result or StageResult(name=name, status=Status.SKIP, reason=INTERRUPTED))
         stage = report.stages[-1]
@@ -183,5 +236,3 @@ def _execute(model, factory, options, workdir, published, command, on_event, job
     report.routes = routes.summarize(report)
     routes.annotate(report)
     add_speedups(report.stages)
-    report.seconds = round(time.monotonic() - started, 3)
-    return report

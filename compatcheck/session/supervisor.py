@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -28,23 +27,14 @@ from compatcheck import ladder
 from compatcheck.session.containment import Box, Containment
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
-from compatcheck.report.model import ModelInfo, StageResult, Status
+from compatcheck.protocol import MESSAGE, Done, WorkerRequest
+from compatcheck.report.model import StageResult, Status
+from compatcheck.session.outcome import Outcome
 
 LOG_TAIL = 2000
 # How often a silent worker is checked for having exited: a process it started may hold the
 # message pipe open, so the pipe's end is no sign of its death.
 EXIT_POLL_S = 0.2
-
-
-@dataclass
-class Outcome:
-    model: ModelInfo | None = None
-    environment: dict = field(default_factory=dict)
-    results: dict[str, StageResult] = field(default_factory=dict)
-    artifacts: dict[str, str] = field(default_factory=dict)
-    dependencies: dict[str, dict] = field(default_factory=dict)  # per computed stage: the worker's manifest
-    producers: dict[str, int] = field(default_factory=dict)  # per computed stage: the lane whose worker ran it
-    workers: int = 0
 
 
 class _Messages:
@@ -56,9 +46,9 @@ class _Messages:
         self.selector = selectors.DefaultSelector()
         self.selector.register(fd, selectors.EVENT_READ)
 
-    def next(self, deadline: float, process: subprocess.Popen) -> dict | None | str:
-        """A message (secrets redacted), None once the worker is gone and nothing is left to read,
-        or 'timeout'."""
+    def next(self, deadline: float, process: subprocess.Popen):
+        """A message (protocol.Message, secrets redacted), None once the worker is gone and nothing is
+        left to read, or 'timeout'."""
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -72,7 +62,7 @@ class _Messages:
                 return None
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return redact.tree(json.loads(line))
+        return MESSAGE.validate_python(redact.tree(json.loads(line)))
 
     def close(self) -> None:
         self.selector.close()
@@ -154,13 +144,13 @@ class Supervisor:
                 self.containment = Containment(self.workdir)
             return self.containment.box()
 
-    def _spawn(self, request: dict, lane: int) -> tuple[subprocess.Popen, _Messages, Box]:
+    def _spawn(self, request: WorkerRequest, lane: int) -> tuple[subprocess.Popen, _Messages, Box]:
         request_path = self.workdir / f"worker-request-{lane}.json"
-        request_path.write_text(json.dumps(request))
+        request_path.write_text(request.model_dump_json())
         read_fd, write_fd = os.pipe()
         log = open(self.workdir / f"worker-{lane}.log", "ab")
         box = self._box()
-        parent, limit = os.getpid(), self.options.memory_limit_mb
+        parent, limit = os.getpid(), self.options.memory_limit
 
         def prepare():  # in the worker, before exec
             box.enter(parent)
@@ -183,16 +173,12 @@ class Supervisor:
         return process, _Messages(read_fd), box
 
     def _run_worker(self, remaining: list[str], lane: int, first: bool) -> None:
+        model = {"model": str(self.model), "factory": self.factory}
+        if self.payload:
+            model.update(payload=str(self.payload), sys_path=[os.path.abspath(entry or ".") for entry in sys.path])
         with self.lock:
-            request = {
-                "model": str(self.model), "factory": self.factory, "options": self.options.model_dump(),
-                "payload": str(self.payload) if self.payload else None,
-                "sys_path": [os.path.abspath(entry or ".") for entry in sys.path],
-                "stages": list(remaining), "artifacts": dict(self.outcome.artifacts), "workdir": str(self.workdir),
-                "previous": {name: r.status.value for name, r in self.outcome.results.items()},
-                "save_inputs": first and lane == 0,
-                "blockers": {name: ladder.blocker(r.findings) for name, r in self.outcome.results.items()},
-            }
+            request = self.outcome.request(remaining, self.options, self.workdir, save_inputs=first and lane == 0,
+                                           **model)
         process, messages, box = self._spawn(request, lane)
         log = self.workdir / f"worker-{lane}.log"
         current: str | None = None
@@ -219,33 +205,20 @@ class Supervisor:
                         current = remaining[0]
                     self._record(remaining, current, Status.CRASH, time.monotonic() - started, why, _log_tail(log))
                     return
-                kind = message["type"]
-                if kind == "usage_error":
-                    raise UsageError(message["message"])
-                if kind == "loaded":
-                    with self.lock:
-                        if self.outcome.model is None:
-                            self.outcome.model = ModelInfo.model_validate(message["model"])
-                            self.outcome.environment = message["environment"]
-                    deadline = time.monotonic() + self.options.timeout
-                elif kind == "start":
-                    current = message["stage"]
-                    started = time.monotonic()
-                    deadline = started + self.options.timeout
-                    self.on_event("start", current, None)
-                elif kind == "result":
-                    result = StageResult.model_validate(message["result"])
-                    with self.lock:
-                        self.outcome.artifacts.update(message["artifacts"])
-                        self.outcome.results[result.name] = result
-                        self.outcome.dependencies[result.name] = message["dependencies"]
-                        self.outcome.producers[result.name] = lane
-                    remaining.remove(result.name)
-                    current = None
-                    self.on_event("result", result.name, result)
-                    deadline = time.monotonic() + self.options.timeout
-                elif kind == "done":
+                if isinstance(message, Done):
                     return
+                with self.lock:
+                    event = self.outcome.receive(message, lane)
+                deadline = time.monotonic() + self.options.timeout  # a stage's time starts at its start
+                if event is None:
+                    continue
+                kind, current, result = event
+                if kind == "start":
+                    started = time.monotonic()
+                else:
+                    remaining.remove(current)
+                    current = None
+                self.on_event(kind, event[1], result)
         finally:
             messages.close()
             _kill_group(process)
@@ -257,8 +230,8 @@ class Supervisor:
         """One line on a worker that died before it loaded the model."""
         last = [line.strip() for line in log.splitlines() if line.strip()]
         said = f": {last[-1][-300:]}" if last else " without a word of output"
-        if self.options.memory_limit_mb:
-            said += f" (under --memory-limit {self.options.memory_limit_mb}M: try a larger one)"
+        if self.options.memory_limit:
+            said += f" (under --memory-limit {self.options.memory_limit}M: try a larger one)"
         return f"{why} while loading the model{said}"
 
     def _record(self, remaining, stage, status, seconds, reason, detail=None) -> None:

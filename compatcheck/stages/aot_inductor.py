@@ -56,7 +56,7 @@ class AotInductor(Stage):
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.export import stage_findings
 
-        return stage_findings(self.name, ctx, error)
+        return stage_findings(self.name, ctx, error, kind="compile-error")
 
     def reproduce(self, ctx: StageContext) -> str:
         return (

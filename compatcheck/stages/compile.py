@@ -43,7 +43,7 @@ class Compile(Stage):
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.dynamo import graph_break_findings
 
-        return graph_break_findings(self.name, ctx, error or self.failure)
+        return graph_break_findings(self.name, ctx, error or self.failure, self.fullgraph)
 
     def reproduce(self, ctx: StageContext) -> str:
         return (

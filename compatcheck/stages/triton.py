@@ -29,11 +29,11 @@ class ProtocolMismatch(Exception):
 
 def _launcher(ctx: StageContext, repository: Path):
     options, workdir = ctx.options, ctx.workdir / "triton"
-    if options.triton_launcher == "local":
+    if options.triton == "local":
         from compatcheck.triton import local
 
         return local.LocalLauncher(repository, workdir, local.find())
-    if options.triton_launcher == "docker":
+    if options.triton == "docker":
         import torch
 
         from compatcheck.triton.docker import DockerLauncher, docker_cli
@@ -93,11 +93,11 @@ class Triton(Stage):
         except ImportError as exc:
             return f"tritonclient with HTTP and gRPC is not installed ({exc}); pip install 'compatcheck[triton]'"
         options = ctx.options
-        if options.triton_launcher == "local":
+        if options.triton == "local":
             from compatcheck.triton.local import LocalLauncher
 
             return LocalLauncher.unavailable()
-        if options.triton_launcher == "docker":
+        if options.triton == "docker":
             from compatcheck.triton.docker import DockerLauncher
 
             return DockerLauncher.unavailable(options.triton_image)

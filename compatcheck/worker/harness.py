@@ -17,7 +17,7 @@ from compatcheck import torch_features
 from compatcheck.compare import compare_outputs
 from compatcheck.errors import UsageError, one_line
 from compatcheck.report.model import Finding, InputSetResult, StageResult, Status
-from compatcheck.ladder import BY_NAME, missing_artifact
+from compatcheck.ladder import BY_NAME, REFERENCE, missing_artifact
 from compatcheck.stages.base import Stage, StageContext
 
 MAX_ERROR_TEXT = 20_000
@@ -55,9 +55,9 @@ def recording_warnings(into: list):
 
 
 def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
-    if stage.name != "eager":
+    if stage.name != REFERENCE:
         # eager may run in another lane's worker; its verdict, if known, decides, else its outputs do.
-        eager = ctx.previous.get("eager")
+        eager = ctx.previous.get(REFERENCE)
         if eager is not None and eager != Status.PASS.value:
             return f"eager did not pass ({eager}): nothing to compare with"
         try:
@@ -106,7 +106,7 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             if runner is not None:
                 for index, input_set in enumerate(ctx.spec.input_sets):
                     result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage.flat_outputs, raised))
-                if ctx.options.bench_seconds and all(s.ok for s in result.input_sets):
+                if ctx.options.bench and all(s.ok for s in result.input_sets):
                     result.timings = _time(stage, ctx, runner)
         except UsageError:
             raise  # the model file's fault, not the stage's: the run stops with it
@@ -144,7 +144,19 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             result.reason = "differences from eager are within fp64-adjudicated noise"
     if result.status is Status.FAIL:
         _blame_environment(result, error or (raised[0] if raised else None))
+    _release(error, *raised)
     return result
+
+
+def _release(*errors: BaseException | None) -> None:
+    """Drop the locals the stage's exceptions hold through their tracebacks (a model that failed after
+    allocating gigabytes), so the stages after it get that memory back."""
+    for error in errors:
+        seen = set()
+        while error is not None and id(error) not in seen:
+            seen.add(id(error))
+            traceback.clear_frames(error.__traceback__)
+            error = error.__cause__ or error.__context__
 
 
 def _blame_environment(result: StageResult, error: BaseException | None) -> None:

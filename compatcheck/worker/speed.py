@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from compatcheck.ladder import REFERENCE
 from compatcheck.report.model import Timing
 
 WARMUP = 3
@@ -47,7 +48,7 @@ def measure(label: str, run, input_set, index: int, budget: float) -> Timing:
 
 def add_speedups(stages) -> None:
     """Speed-up of every timing against eager's on the same input set."""
-    eager = {t.input_set: t.p50_ms for s in stages if s.name == "eager" for t in s.timings}
+    eager = {t.input_set: t.p50_ms for s in stages if s.name == REFERENCE for t in s.timings}
     for stage in stages:
         for timing in stage.timings:
             base = eager.get(timing.input_set)

@@ -22,7 +22,7 @@ pytest.importorskip("tritonclient.grpc", reason="tritonclient is not installed")
 pytest.importorskip("tritonclient.http", reason="tritonclient is not installed")
 
 from compatcheck.triton.client import Client  # noqa: E402
-from tests.test_triton_server import MANY_INPUT_SETS, wait_until_gone  # noqa: E402
+from tests.test_triton_server import MANY_INPUT_SETS, wait_until_gone, wait_until_served  # noqa: E402
 
 
 def descendants(pid: int) -> dict[int, str]:
@@ -145,10 +145,6 @@ def test_server_killed_mid_request_fails_the_stage_promptly_and_leaves_nothing(t
     artifacts, out, tmp = tmp_path / "artifacts", tmp_path / "report.json", tmp_path / "tmp"
     tmp.mkdir()
 
-    def loaded() -> bool:  # the server writes its log into the run's private working folder, under TMPDIR
-        return any("successfully loaded" in log.read_text(errors="replace")
-                   for log in tmp.glob("compatcheck-run-*/triton/server.log"))
-
     with (tmp_path / "output.txt").open("w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "compatcheck", "run", str(model), "--stages", "onnxruntime,triton",
@@ -157,11 +153,7 @@ def test_server_killed_mid_request_fails_the_stage_promptly_and_leaves_nothing(t
             env={**os.environ, "COLUMNS": "200", "TMPDIR": str(tmp)},
         )
     try:
-        deadline = time.monotonic() + 300
-        while not loaded():
-            assert process.poll() is None, (tmp_path / "output.txt").read_text()
-            assert time.monotonic() < deadline, "the server did not load the model in time"
-            time.sleep(0.1)
+        wait_until_served(tmp, process, tmp_path / "output.txt")
         time.sleep(1.0)  # requests are flowing
         # The run works in a private folder of its own: find its server among compatcheck's descendants.
         [(server, cmdline)] = [(pid, cmdline) for pid, cmdline in descendants(process.pid).items()

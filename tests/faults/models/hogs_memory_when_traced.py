@@ -1,4 +1,5 @@
-"""Allocates 256 MiB blocks until allocation fails, while torch.jit.trace runs."""
+"""Allocates 256 MiB blocks until allocation fails, while torch.jit.trace runs. torch.empty reserves the
+address space without touching it, so the limit is reached whatever memory the machine has free."""
 
 import torch
 
@@ -8,7 +9,7 @@ class HogsMemoryWhenTraced(torch.nn.Module):
         if torch.jit.is_tracing():
             blocks = []
             while True:
-                blocks.append(torch.ones(64, 1024, 1024))
+                blocks.append(torch.empty(64, 1024, 1024))
         return x * 2
 
 

@@ -1,0 +1,68 @@
+"""The worker protocol: the request a worker starts with, and the messages it sends back.
+
+`python -m compatcheck.worker REQUEST.json FD`: the request names the model (a file, or a payload
+file holding a model object), the options, the stages left to run and the artifacts earlier workers
+made. The worker writes one message per line, as JSON, to file descriptor FD (never stdout, which
+belongs to the model):
+  usage_error   the model file, or its inputs or outputs, are unusable: the run stops with it
+  loaded        the model, its input sets and the environment it runs in
+  start         a stage begins
+  result        a stage's result, the artifacts so far and what the run has loaded so far
+  done          every stage of the request ran
+A worker that dies mid-stage simply stops writing; the supervisor records the crash and starts
+another for the remaining stages. The in-process runner (check(isolate=False)) sends the same
+request and receives the same messages.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from compatcheck.report.model import ModelInfo, StageResult
+
+
+class WorkerRequest(BaseModel):
+    model: str | None = Field(None, description="the model file; None for a payload or an in-process model")
+    factory: str = "get_model"
+    payload: str | None = Field(None, description="a model object's payload file (payload.py)")
+    sys_path: list[str] = Field([], description="the parent's sys.path, to import a payload's classes")
+    options: dict = Field(description="RunOptions, as JSON")
+    stages: list[str] = Field(description="the stages to run, in ladder order")
+    artifacts: dict[str, str] = Field({}, description="stage -> the artifact an earlier worker made")
+    workdir: str
+    previous: dict[str, str] = Field({}, description="stage -> its status, for skip reasons")
+    blockers: dict[str, str | None] = Field({}, description="stage -> its first finding in a few words")
+    save_inputs: bool = Field(False, description="write inputs.npz for the reproducers")
+
+
+class UsageErrorMessage(BaseModel):
+    type: Literal["usage_error"] = "usage_error"
+    message: str
+
+
+class Loaded(BaseModel):
+    type: Literal["loaded"] = "loaded"
+    model: ModelInfo
+    environment: dict[str, str]
+
+
+class Started(BaseModel):
+    type: Literal["start"] = "start"
+    stage: str
+
+
+class Finished(BaseModel):
+    type: Literal["result"] = "result"
+    result: StageResult
+    artifacts: dict[str, str]
+    dependencies: dict = Field({}, description="the worker's manifest of loaded files (loaded_files.py)")
+
+
+class Done(BaseModel):
+    type: Literal["done"] = "done"
+
+
+Message = Annotated[Union[UsageErrorMessage, Loaded, Started, Finished, Done], Field(discriminator="type")]
+MESSAGE = TypeAdapter(Message)

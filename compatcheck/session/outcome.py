@@ -1,0 +1,53 @@
+"""What the workers of one run have said so far, and the one place their messages are taken in.
+
+The supervisor (worker processes) and the in-process runner both build their requests here and hand
+every message to `receive`, so the two runners cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compatcheck.errors import UsageError
+from compatcheck.protocol import Finished, Loaded, Started, UsageErrorMessage, WorkerRequest
+from compatcheck.report.model import ModelInfo, StageResult, blocker
+
+
+@dataclass
+class Outcome:
+    model: ModelInfo | None = None
+    environment: dict = field(default_factory=dict)
+    results: dict[str, StageResult] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    dependencies: dict[str, dict] = field(default_factory=dict)  # per computed stage: the worker's manifest
+    producers: dict[str, int] = field(default_factory=dict)  # per computed stage: the lane whose worker ran it
+    workers: int = 0
+
+    def request(self, stages: list[str], options, workdir: Path, *, save_inputs: bool, **model) -> WorkerRequest:
+        """A worker's request for `stages`, with what earlier workers made and concluded; `model` names
+        the model (model and factory, or payload and sys_path)."""
+        return WorkerRequest(
+            **model, options=options.model_dump(mode="json"), stages=list(stages), workdir=str(workdir),
+            artifacts=dict(self.artifacts), previous={name: r.status.value for name, r in self.results.items()},
+            blockers={name: blocker(r.findings) for name, r in self.results.items()}, save_inputs=save_inputs)
+
+    def receive(self, message, lane: int) -> tuple[str, str, StageResult | None] | None:
+        """Take one message from the worker of `lane`; returns the event to tell the caller about
+        (start or result), if any. A usage error stops the run."""
+        if isinstance(message, UsageErrorMessage):
+            raise UsageError(message.message)
+        if isinstance(message, Loaded):
+            if self.model is None:
+                self.model, self.environment = message.model, message.environment
+        elif isinstance(message, Started):
+            return "start", message.stage, None
+        elif isinstance(message, Finished):
+            result = message.result
+            self.artifacts.update(message.artifacts)
+            self.results[result.name] = result
+            if message.dependencies:
+                self.dependencies[result.name] = message.dependencies
+            self.producers[result.name] = lane
+            return "result", result.name, result
+        return None

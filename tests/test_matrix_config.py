@@ -63,7 +63,7 @@ def test_a_bad_value_points_at_its_line(tmp_path):
     message = error(tmp_path, GOOD.replace("stages: [eager, jit_trace]", "stages: [eager, jit_trcae]"))
     assert message.startswith(f"{tmp_path / 'matrix.yaml'}:9: models.stages: unknown stage 'jit_trcae'")
     message = error(tmp_path, GOOD.replace("atol: 0.001", "atol: -1"))
-    assert ":10: models.atol: Input should be greater than or equal to 0" in message
+    assert ":10: models.atol: must be a finite non-negative number, got -1" in message
 
 
 def test_a_missing_key_points_at_its_parent(tmp_path):

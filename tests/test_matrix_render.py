@@ -149,4 +149,4 @@ def test_emit_github_prints_one_job_per_cell(tmp_path):
     proc = run_cli("matrix", str(matrix), "--emit", "github", "--cell", "b/convnet")
     assert [job["cell"] for job in json.loads(proc.stdout)["include"]] == ["b/convnet"]
     proc = run_cli("matrix", str(matrix), "--emit", "gitlab")
-    assert proc.returncode == 2 and "--emit 'gitlab': known are github" in proc.stderr
+    assert proc.returncode == 2 and "error: --emit must be github, got 'gitlab'" in proc.stderr

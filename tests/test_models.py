@@ -41,10 +41,13 @@ def readme_table() -> dict[str, dict[str, str]]:
 
 
 def test_readme_verdict_table_matches_every_expected_table():
+    """Every stage but triton has a column (the tests run triton only where it skips at once, and on
+    the conv net against a real server)."""
     table = readme_table()
     assert set(table) == {p.name for p in EXAMPLE_FILES}
     for path in EXAMPLE_FILES:
-        expected = {stage: SYMBOLS[verdict] for stage, verdict in expected_verdicts(path).items()}
+        expected = {stage: SYMBOLS[verdict] for stage, verdict in expected_verdicts(path).items()
+                    if stage != "triton"}
         assert table[path.name] == expected, path.name
 
 

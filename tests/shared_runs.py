@@ -1,5 +1,5 @@
 """The suite's expensive, independent runs, read by several tests: each example model's walk down the
-ladder and its reproducers (test_models, test_findings), and each real architecture's run
+ladder and its reproducers (test_models, test_findings, test_docs), and each real architecture's run
 (test_real_models). A model is walked once per suite, not once per aspect. The runs the collected
 tests read start with the session, one at a time in the background while the other tests use the
 other core, and go two at a time once the tests that read them begin (conftest moves those to the
@@ -34,8 +34,8 @@ def expected_verdicts(path: Path) -> dict | None:
 
 
 # AOTInductor compiles C++ (about 45 s per model on 2 cores), so the suite runs it where it skips at
-# once (export failed) and on the conv net in tests/test_export.py; the README's other aot_inductor
-# cells come from a full run.
+# once (export failed) and on the conv net in tests/test_export.py; the other aot_inductor cells of
+# the docs' verdict table come from a full run.
 def stages_to_run(expected: dict) -> dict:
     if expected.get("aot_inductor") == "skip":
         return dict(expected)
@@ -45,8 +45,11 @@ def stages_to_run(expected: dict) -> dict:
 # `compile` runs with inductor on the models whose ops it lowers in ways of their own (convolutions,
 # an int8 matmul, scatter/gather and where); on the others with aot_eager, which meets the same graph
 # breaks and dynamo failures without generating C++ (inductor spends 10-20 s a model on a cold cache).
-# A full run with inductor gives every model the same compile verdicts (the README's table).
-INDUCTOR_MODELS = {"convnet", "int8_matmul", "where_scatter_gather"}
+# A full run with inductor gives every model the same compile verdicts (the docs' verdict table).
+# data_dependent_if is walked as the docs run it, `compatcheck run models/data_dependent_if.py`: every
+# stage (its EXPECTED names them all) with the default backend, so tests/test_docs.py renders the
+# docs' output blocks from this run instead of running the model again.
+INDUCTOR_MODELS = {"convnet", "int8_matmul", "where_scatter_gather", "data_dependent_if"}
 
 EXAMPLE_FILES = sorted(p for p in MODELS.glob("*.py") if expected_verdicts(p))
 REAL_FILES = sorted(p for p in REAL_MODELS.glob("*.py") if literal(p, "EXPECTED"))

@@ -138,12 +138,16 @@ def test_a_model_file_path_works_as_on_the_command_line():
     assert report.model.path == str(MODELS / "item_call.py") and report.failed
 
 
-def test_readme_api_example_runs(tmp_path):
-    readme = (ROOT / "README.md").read_text()
-    example = readme.split("<!-- api example -->\n```python\n", 1)[1].split("```", 1)[0]
+def test_the_api_example_of_the_readme_and_the_docs_runs(tmp_path):
+    """The example is the same in the README and on docs/python.md; it runs as written."""
+    marker = "<!-- api example -->\n```python\n"
+    examples = {path.relative_to(ROOT).as_posix(): text.split(marker, 1)[1].split("```", 1)[0]
+                for path in (ROOT / "README.md", ROOT / "docs" / "python.md") if marker in (text := path.read_text())}
+    assert set(examples) == {"README.md", "docs/python.md"} and len(set(examples.values())) == 1, examples
+    example = examples["docs/python.md"]
     assert len(example.strip().splitlines()) == 5
     namespace = {}
-    exec(compile(example, "README.md", "exec"), namespace)
+    exec(compile(example, "docs/python.md", "exec"), namespace)
     report = namespace["report"]
     assert verdicts(report.model_dump(mode="json")) == {"eager": "pass", "onnx_export": "pass", "onnxruntime": "pass"}
 

@@ -1,5 +1,5 @@
 """Every example model gets exactly the verdicts written in its EXPECTED table, every reproducer
-reaches its stage's verdict again, and the README's verdict table says the same. The runs are the
+reaches its stage's verdict again, and the docs' verdict table (docs/models.md) says the same. The runs are the
 suite's shared ones (tests/shared_runs.py, which also says which compile backend each model gets)."""
 
 import re
@@ -25,9 +25,9 @@ SYMBOLS = {"pass": "✅", "mismatch": "⚠️", "fail": "❌", "skip": "⏭️"}
 COLUMNS = {"fullgraph": "compile_fullgraph", "onnx": "onnx_export", "ort": "onnxruntime"}
 
 
-def readme_table() -> dict[str, dict[str, str]]:
-    """model file -> {stage: symbol} from the README's verdict table of the example models."""
-    section = ROOT.joinpath("README.md").read_text().split("## Example models", 1)[1].split("\n## ", 1)[0]
+def docs_table() -> dict[str, dict[str, str]]:
+    """model file -> {stage: symbol} from the docs' verdict table of the example models."""
+    section = ROOT.joinpath("docs", "models.md").read_text().split("## Example models", 1)[1].split("\n## ", 1)[0]
     lines = section.splitlines()
     header = next(line for line in lines if line.startswith("| model |"))
     stages = [COLUMNS.get(c.strip(), c.strip()) for c in header.strip("|").split("|")[2:]]
@@ -40,11 +40,14 @@ def readme_table() -> dict[str, dict[str, str]]:
     return table
 
 
-def test_readme_verdict_table_matches_every_expected_table():
-    table = readme_table()
+def test_docs_verdict_table_matches_every_expected_table():
+    """Every stage but triton has a column (the tests run triton only where it skips at once, and on
+    the conv net against a real server)."""
+    table = docs_table()
     assert set(table) == {p.name for p in EXAMPLE_FILES}
     for path in EXAMPLE_FILES:
-        expected = {stage: SYMBOLS[verdict] for stage, verdict in expected_verdicts(path).items()}
+        expected = {stage: SYMBOLS[verdict] for stage, verdict in expected_verdicts(path).items()
+                    if stage != "triton"}
         assert table[path.name] == expected, path.name
 
 

@@ -120,7 +120,11 @@ class Published:
                         continue
                     target.parent.mkdir(parents=True, exist_ok=True)
                     partial = target.with_name(f".{target.name}.partial")
-                    shutil.copy2(source, partial)
+                    try:
+                        shutil.copy2(source, partial)
+                    except FileNotFoundError:  # the worker removed it meanwhile: a skipped stage's reproducer
+                        partial.unlink(missing_ok=True)
+                        continue
                     os.replace(partial, target)  # readers never see half a file
                     self.copied[relative] = signature
 

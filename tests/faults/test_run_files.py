@@ -214,3 +214,29 @@ def test_stale_working_folders_are_removed_only_when_their_run_is_gone(tmp_path,
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_a_file_the_worker_removes_while_it_is_copied_is_left_out(tmp_path, monkeypatch):
+    """The worker writes a stage's reproducer before the stage and removes it when the stage skips; the
+    parent's copy into --artifacts can list it and then find it gone. It goes on without it."""
+    import shutil
+
+    from compatcheck.session import workfolder
+
+    work, artifacts = tmp_path / "work", tmp_path / "artifacts"
+    work.mkdir()
+    artifacts.mkdir()
+    (work / "reproduce_aot_inductor.py").write_text("removed while it is copied")
+    (work / "model.onnx").write_text("kept")
+    copy = shutil.copy2
+
+    def removed_first(source, target, **kwargs):
+        if Path(source).name.startswith("reproduce_"):
+            Path(source).unlink()
+        return copy(source, target, **kwargs)
+
+    monkeypatch.setattr(workfolder.shutil, "copy2", removed_first)
+    published = workfolder.Published(artifacts)
+    published.sync(work)
+    published.close()
+    assert sorted(p.name for p in artifacts.iterdir() if p.name != workfolder.LOCK) == ["model.onnx"]

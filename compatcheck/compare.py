@@ -1,9 +1,13 @@
 """Compare a stage's outputs with eager's: structure, shapes, dtypes, then closeness per leaf.
 
 Knows nothing about stages. The rules, in order:
-1. Outputs are flattened with torch's pytree (dataclasses are flattened by field); a different
-   container type with the same leaves is noted, a different number of leaves is a mismatch.
-2. Shapes and dtypes must match exactly; integer and bool leaves must be equal.
+1. Outputs are flattened with torch's pytree (dataclasses by field; an object pytree does not know,
+   such as a library's cache, by the attributes it holds, so it is compared by the tensors inside it,
+   never by `==`); a different container type with the same leaves is noted, a different number of
+   leaves is a mismatch. Against a graph's flat outputs (ONNX), only the tensors and numbers count:
+   a graph has no None, string or device outputs, and returns a complex tensor as (real, imag) pairs.
+2. Shapes and dtypes must match exactly; integer and bool leaves must be equal. A Python number
+   is compared by value with a 0-d tensor.
 3. Float leaves must be close: |actual - expected| <= atol + rtol * |expected|, NaN where eager
    has NaN and infinities equal. Tolerances: per-output TOLERANCE > --atol/--rtol > TOLERANCE >
    the dtype's default.
@@ -15,6 +19,8 @@ Knows nothing about stages. The rules, in order:
 from __future__ import annotations
 
 import dataclasses
+import enum
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +73,22 @@ def _plain(obj):
     return obj
 
 
+# Leaves compared as values; any other object pytree leaves whole is compared by what it holds.
+VALUES = (torch.Tensor, np.ndarray, np.generic, bool, int, float, complex, str, bytes, type(None), torch.dtype,
+           torch.device, enum.Enum)
+_MAX_DEPTH = 8  # objects inside objects: a cache of layers of tensors is three deep
+
+
+def _attributes(obj) -> dict | None:
+    """An object's data attributes by name, or None when it has none to compare."""
+    found = dict(vars(obj)) if hasattr(obj, "__dict__") else {}
+    for name in getattr(type(obj), "__slots__", ()):
+        if hasattr(obj, name):
+            found[name] = getattr(obj, name)
+    found = {name: value for name, value in found.items()
+             if not name.startswith("__") and (isinstance(value, VALUES) or not callable(value))}
+    return found or None
+
 def _name(path) -> str:
     parts = []
     for key in path:
@@ -81,17 +103,33 @@ def _name(path) -> str:
     return ".".join(parts) or "output"
 
 
-def flatten(outputs) -> tuple[list[tuple[str, object]], object]:
-    """(name, leaf) pairs and the tree structure."""
+def flatten(outputs, _depth: int = 0) -> tuple[list[tuple[str, object]], object]:
+    """(name, leaf) pairs and the tree structure; an object pytree does not know is opened up into its
+    attributes, named `output.attribute`."""
     with_path, spec = pytree.tree_flatten_with_path(_plain(outputs))
-    return [(_name(path), leaf) for path, leaf in with_path], spec
+    pairs = []
+    for path, leaf in with_path:
+        name = _name(path)
+        held = None if isinstance(leaf, VALUES) or _depth >= _MAX_DEPTH else _attributes(leaf)
+        if held is None:
+            pairs.append((name, leaf))
+            continue
+        inner, _ = flatten(held, _depth + 1)
+        pairs += [(f"{name}.{part}" if part != "output" else name, value) for part, value in inner]
+    return pairs, spec
+
+
+def _graph_output(leaf) -> bool:
+    """Whether a graph (ONNX) can return this leaf: a tensor or a number, not None, a string or a device."""
+    return isinstance(leaf, (torch.Tensor, np.ndarray, np.generic, float, complex)) or (
+        isinstance(leaf, int) and not isinstance(leaf, bool))
 
 
 def to_tensor(value) -> torch.Tensor | None:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(value))
+    if isinstance(value, np.ndarray):  # a copy keeps a 0-d array 0-d (np.ascontiguousarray makes it 1-d)
+        return torch.from_numpy(np.array(value, copy=True, order="C"))
     if isinstance(value, (bool, int, float, np.generic)):
         return torch.tensor(value)
     return None
@@ -119,8 +157,10 @@ def compare_leaf(
     *,
     noise: torch.Tensor | None = None,
     fp64=None,
+    values: bool = True,
 ) -> LeafComparison:
-    """`fp64`: a callable giving this leaf's fp64 eager value, asked only when the values are off."""
+    """`fp64`: a callable giving this leaf's fp64 eager value, asked only when the values are off;
+    `values=False` checks the type, shape and dtype only."""
     result = LeafComparison(
         output=name, shape=list(expected.shape), dtype=str(expected.dtype).replace("torch.", ""),
         ok=False, atol=atol, rtol=rtol,
@@ -135,7 +175,7 @@ def compare_leaf(
     if actual_t.dtype != expected.dtype:
         result.problem = f"dtype {str(actual_t.dtype).replace('torch.', '')}, expected {result.dtype}"
         return result
-    if expected.numel() == 0:
+    if expected.numel() == 0 or not values:
         result.ok = True
         return result
 
@@ -209,26 +249,31 @@ def compare_outputs(
     flat: bool = False,
     noise=None,
     fp64=None,
+    values: bool = True,
 ) -> tuple[list[LeafComparison], str | None]:
     """Compare one input set's outputs. `flat`: `actual` is a flat list of leaves (ONNX outputs).
 
-    `fp64` is a callable returning the fp64 eager outputs, called only when a leaf is off.
+    `fp64` is a callable returning the fp64 eager outputs, called only when a leaf is off. `values=False`
+    compares structure, shapes and dtypes only (outputs that are random by design).
     Returns the per-leaf comparisons and a structure problem or note (None when identical).
     """
     expected_leaves, expected_spec = flatten(expected)
+    indexed = list(enumerate(expected_leaves))  # the index into eager's leaves, for the noise and fp64 runs
     if flat:
         actual_leaves = list(actual) if isinstance(actual, (list, tuple)) else [actual]
         note = None
-        nones = [name for name, leaf in expected_leaves if leaf is None]
-        if nones:  # a graph has no None outputs: the exporter leaves them out
-            expected_leaves = [(name, leaf) for name, leaf in expected_leaves if leaf is not None]
-            note = f"eager's None output{'s' if len(nones) > 1 else ''} {', '.join(nones)} left out: a graph has none"
+        left_out = [name for name, leaf in expected_leaves if not _graph_output(leaf)]
+        if left_out:  # the exporter leaves them out: a graph returns tensors only
+            indexed = [(i, pair) for i, pair in indexed if _graph_output(pair[1])]
+            shown = ", ".join(left_out[:4]) + (", ..." if len(left_out) > 4 else "")
+            note = f"eager's output{'s' if len(left_out) > 1 else ''} {shown} left out: a graph returns tensors only"
     else:
         pairs, actual_spec = flatten(actual)
         actual_leaves = [leaf for _, leaf in pairs]
-        note = None if actual_spec == expected_spec else "output structure differs from eager"
-    if len(actual_leaves) != len(expected_leaves):
-        return [], f"{len(actual_leaves)} outputs, eager returns {len(expected_leaves)}"
+        same = actual_spec == expected_spec and [n for n, _ in pairs] == [n for n, _ in expected_leaves]
+        note = None if same else "output structure differs from eager"
+    if len(actual_leaves) != len(indexed):
+        return [], f"{len(actual_leaves)} outputs, eager returns {len(indexed)}"
     noise_leaves = [leaf for _, leaf in flatten(noise)[0]] if noise is not None else None
     fp64_leaves: list = []
 
@@ -242,15 +287,56 @@ def compare_outputs(
         return to_tensor(leaves[index]) if index < len(leaves) else None
 
     results = []
-    for index, ((name, want), got) in enumerate(zip(expected_leaves, actual_leaves)):
+    for (index, (name, want)), got in zip(indexed, actual_leaves):
+        if isinstance(want, (bool, int, float)):
+            results.append(_compare_number(name, want, got, tolerances))
+            continue
         want_t = to_tensor(want)
         if want_t is None:
-            same = want == got
+            same = type(want) is type(got) and (not isinstance(want, VALUES) or want == got)
             results.append(LeafComparison(output=name, ok=same, problem=None if same else f"{got!r}, expected {want!r}"))
             continue
         atol, rtol = tolerances.resolve(name, want_t.dtype)
+        got_t, paired = _complex_pairs(want_t, got) if flat else (got, False)
         leaf_noise = to_tensor(noise_leaves[index]) if noise_leaves else None
-        results.append(
-            compare_leaf(name, want_t, got, atol, rtol, noise=leaf_noise, fp64=lambda i=index: fp64_leaf(i))
-        )
+        result = compare_leaf(name, want_t, got_t, atol, rtol, noise=leaf_noise, fp64=lambda i=index: fp64_leaf(i),
+                              values=values)
+        if paired:
+            result.note = "a complex output, returned by the graph as (real, imaginary) pairs in a last dimension of 2"
+        results.append(result)
     return results, note
+
+
+def _complex_pairs(expected: torch.Tensor, actual):
+    """A graph's real tensor of shape [..., 2] for eager's complex one, as that complex tensor."""
+    got = to_tensor(actual)
+    if (expected.is_complex() and got is not None and not got.is_complex() and got.is_floating_point()
+            and list(got.shape) == [*expected.shape, 2]):
+        return torch.view_as_complex(got.to(torch.float64 if expected.dtype == torch.complex128 else torch.float32)
+                                     .contiguous()), True
+    return actual, False
+
+
+def _compare_number(name: str, want, got, tolerances: Tolerances) -> LeafComparison:
+    """A Python number from eager, against a number or a 0-d tensor: by value."""
+    result = LeafComparison(output=name, shape=[], dtype=type(want).__name__, ok=False)
+    if isinstance(got, (torch.Tensor, np.ndarray, np.generic)):
+        if np.size(got) != 1 or np.ndim(got) > 0:
+            result.problem = f"shape {list(np.shape(got))}, expected the number {want!r}"
+            return result
+        got = got.item()
+    value = got
+    if not isinstance(value, (bool, int, float)):
+        result.problem = f"got {type(got).__name__}, expected the number {want!r}"
+        return result
+    if isinstance(want, float):
+        atol, rtol = tolerances.resolve(name, torch.float64)
+        result.atol, result.rtol = atol, rtol
+        result.max_abs_error = abs(float(value) - want)
+        result.ok = math.isclose(value, want, rel_tol=rtol, abs_tol=atol) or (math.isnan(want) and math.isnan(value))
+    else:
+        result.max_abs_error = float(abs(value - want))
+        result.ok = value == want
+    if not result.ok:
+        result.problem = f"{value!r}, expected {want!r}"
+    return result

@@ -24,7 +24,7 @@ LAYERS = (
     ("report", "the report model (the JSON schema) and its renderers, route summaries", ("compatcheck.report",)),
     ("ground", "the package's face (its version), the options table, the ladder and route tables, errors, files, "
                "redaction, what the host has",
-     ("compatcheck", "compatcheck.options", "compatcheck.ladder", "compatcheck.errors", "compatcheck.files", "compatcheck.redact",
+     ("compatcheck", "compatcheck.call", "compatcheck.options", "compatcheck.ladder", "compatcheck.errors", "compatcheck.files", "compatcheck.redact",
       "compatcheck.target", "compatcheck.host", "compatcheck.loaded_files", "compatcheck.layers")),
 )
 

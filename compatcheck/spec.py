@@ -7,8 +7,10 @@ to `compatcheck.check()` as an object arrives with the same parts (see payload.p
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
+import inspect
 import math
 import sys
 import traceback
@@ -25,37 +27,78 @@ from compatcheck.target import check_model_path
 SEED = 0
 
 
+# Non-tensor arguments a model may take: constants of every artifact, the same in every input set.
+CONSTANTS = (bool, int, float, str)
+
+
+def _is_tensor(leaf) -> bool:
+    return isinstance(leaf, torch.Tensor)
+
+
 @dataclass
 class InputSet:
-    """One call of the model: positional args or keyword args (never both)."""
+    """One call of the model: positional args, keyword args, or both (a compatcheck.Call)."""
 
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
+    names: list[str] | None = None  # per tensor leaf, the forward parameter it is (or is inside), when known
 
     def leaves(self) -> list[torch.Tensor]:
-        return pytree.tree_leaves((self.args, self.kwargs))
+        """The tensors, in the order the call passes them (positional, then keyword)."""
+        return [leaf for leaf in pytree.tree_leaves((self.args, self.kwargs)) if _is_tensor(leaf)]
+
+    def constants(self) -> list[tuple[str, object]]:
+        """The non-tensor arguments, by where they go: [('mode', 'fast'), ('args[2]', 3)]."""
+        flat, _ = pytree.tree_flatten_with_path((self.args, self.kwargs))
+        return [(_place(path), leaf) for path, leaf in flat if not _is_tensor(leaf)]
 
     def map(self, fn) -> "InputSet":
-        return InputSet(*pytree.tree_map(fn, (self.args, self.kwargs)))
+        """The input set with `fn` applied to every tensor; constants stay as they are."""
+        args, kwargs = pytree.tree_map(lambda leaf: fn(leaf) if _is_tensor(leaf) else leaf, (self.args, self.kwargs))
+        return InputSet(args, kwargs, self.names)
 
     def copy(self) -> "InputSet":
         """Fresh tensors with the same values: what one run may change in place stays in that run."""
         return self.map(lambda t: t.detach().clone().requires_grad_(t.requires_grad))
 
     def arrays_for(self, names: list[str], model: str, why: str = "") -> list:
-        """The tensors as numpy arrays in the order of `model`'s input `names`: by name for keyword
-        inputs, else by position. `model` and `why` word the error when the counts differ."""
-        if self.kwargs and set(names) <= set(self.kwargs):
+        """The tensors as numpy arrays in the order of `model`'s input `names` (a graph's inputs): by
+        parameter name where every name is one, else by position. `model` and `why` word the error when
+        the counts differ."""
+        leaves = self.leaves()
+        by_name = dict(zip(self.names or [], leaves))
+        if self.kwargs and not self.args and set(names) <= set(self.kwargs):
             leaves = [self.kwargs[name] for name in names]
-        else:
-            leaves = self.leaves()
-            if len(leaves) != len(names):
-                raise ValueError(f"{model} takes {len(names)} inputs ({', '.join(names)}) "
-                                 f"but the input set has {len(leaves)} tensors{why}")
+        elif by_name and set(names) <= set(by_name):
+            leaves = [by_name[name] for name in names]
+        elif len(leaves) != len(names):
+            raise ValueError(f"{model} takes {len(names)} inputs ({', '.join(names)}) "
+                             f"but the input set has {len(leaves)} tensors{why}")
         return [leaf.detach().cpu().numpy() for leaf in leaves]
+
+    def as_keywords(self, signature: inspect.Signature) -> dict | None:
+        """Every argument by its parameter name (for tools that take a call as keywords only), or None
+        where the signature cannot name them all (*args)."""
+        try:
+            bound = signature.bind(*self.args, **self.kwargs)
+        except TypeError:
+            return None
+        if any(p.kind is inspect.Parameter.VAR_POSITIONAL and p.name in bound.arguments
+               for p in signature.parameters.values()):
+            return None
+        return dict(bound.arguments)
 
     def describe(self) -> str:
         return ", ".join("x".join(map(str, t.shape)) or "scalar" for t in self.leaves())
+
+
+def _place(path) -> str:
+    """'args[0]', 'mask' or "x['ids']" for a leaf's pytree path in (args, kwargs)."""
+    head, *rest = path
+    if head.idx == 0:
+        return f"args{pytree.keystr(rest)}"
+    name, *inner = rest
+    return f"{name.key}{pytree.keystr(inner)}"
 
 
 @dataclass
@@ -69,14 +112,68 @@ class ModelSpec:
     tolerance: dict
     user: UserCode
     arrived_training: bool
-    build_sites: dict[int, traceback.FrameSummary]
+    build_sites: dict[str, traceback.FrameSummary]  # module name in the model -> where the user built it
     is_object: bool = False  # handed over as an object, not built by a factory in a model file
+    pristine: Pristine | None = None
+    signature: inspect.Signature | None = None  # of the model's forward, to name its arguments
 
     @property
     def input_sets(self) -> list[InputSet]:
         """A fresh copy of every input set on each access, so a model that changes its input in place
         cannot change what the next run, stage or comparison sees."""
         return [one.copy() for one in self.given_inputs]
+
+    def fresh_model(self) -> torch.nn.Module:
+        """The model as the factory built it (in eval mode), for one stage: what an earlier stage did to
+        its own copy (a cache it filled, a buffer it wrote, a submodule it swapped) is not there. Also sets
+        `self.model`, which the stage then uses."""
+        if self.pristine is not None:
+            self.model = self.pristine.copy()
+        return self.model
+
+
+class Pristine:
+    """The model right after the factory built it: copies for the stages, each proven equal to it.
+
+    A copy is a deepcopy; where the model cannot be deep-copied it is built again by `rebuild` (the
+    factory, under the seed it was first built with). Either way its state_dict must equal the first
+    one bit for bit, else `problem` says how it differs."""
+
+    def __init__(self, model: torch.nn.Module, rebuild=None):
+        self.state = {name: value.detach().clone() for name, value in model.state_dict().items()}
+        self.original, self.rebuild = model, rebuild
+        self.problem: str | None = None
+        self.uncopyable: str | None = None
+        try:
+            self.model = copy.deepcopy(model)
+        except Exception as exc:
+            self.model = None
+            self.uncopyable = f"{type(exc).__name__}: {exc}"
+
+    def copy(self) -> torch.nn.Module:
+        if self.model is not None:
+            made = copy.deepcopy(self.model)
+        elif self.rebuild is not None:
+            torch.manual_seed(SEED)
+            made = self.rebuild()
+        else:  # an object that cannot be deep-copied, handed over with no factory to build it again
+            self.problem = f"the model cannot be deep-copied ({self.uncopyable}), so every stage runs on the same object"
+            return self.original
+        made.eval()
+        self.problem = _differs(made.state_dict(), self.state)
+        return made
+
+
+def _differs(state: dict, pristine: dict) -> str | None:
+    """How a copy's state_dict differs from the pristine one, or None when it is equal bit for bit."""
+    if list(state) != list(pristine):
+        return f"its state_dict has other entries ({', '.join(sorted(set(state) ^ set(pristine))[:3])})"
+    for name, value in state.items():
+        want = pristine[name]
+        if not isinstance(value, torch.Tensor) or value.shape != want.shape or value.dtype != want.dtype or \
+                not torch.equal(value.detach().cpu(), want.cpu()):
+            return f"{name} differs"
+    return None
 
 
 def _where(user: UserCode, exc: BaseException) -> str:
@@ -144,8 +241,11 @@ def _build_recording_sites(user: UserCode, factory):
 
 
 def normalize_inputs(raw, where: str) -> list[InputSet]:
+    from compatcheck.call import Call
+
     if raw is None:
-        raise UsageError(f"{where} returned None; expected a tensor, a tuple, a dict or a list of input sets")
+        raise UsageError(f"{where} returned None; expected a tensor, a tuple, a dict, a compatcheck.Call or a list "
+                         "of input sets")
     items = raw if isinstance(raw, list) else [raw]
     if not items:
         raise UsageError(f"{where} returned an empty list; expected at least one input set")
@@ -153,37 +253,39 @@ def normalize_inputs(raw, where: str) -> list[InputSet]:
     for index, item in enumerate(items, 1):
         if isinstance(item, torch.Tensor):
             one = InputSet(args=(item,))
+        elif isinstance(item, Call):
+            one = InputSet(args=tuple(item.args), kwargs=dict(item.kwargs))
         elif isinstance(item, tuple):
             one = InputSet(args=item)
         elif isinstance(item, dict):
             one = InputSet(kwargs=item)
         else:
-            raise UsageError(
-                f"{where}: input set {index} is {type(item).__name__}; expected a tensor, a tuple or a dict"
-            )
+            raise UsageError(f"{where}: input set {index} is {type(item).__name__}; expected a tensor, a tuple, a "
+                             "dict or a compatcheck.Call")
         leaves, _ = pytree.tree_flatten_with_path((one.args, one.kwargs))
-        if not leaves:
+        if not any(_is_tensor(leaf) for _, leaf in leaves):
             raise UsageError(f"{where}: input set {index} holds no tensors")
         for key_path, leaf in leaves:
-            if not isinstance(leaf, torch.Tensor):
-                raise UsageError(
-                    f"{where}: input set {index}, input {pytree.keystr(key_path)} is "
-                    f"{type(leaf).__name__}; every input must be a tensor"
-                )
+            if not isinstance(leaf, (torch.Tensor, *CONSTANTS)):
+                raise UsageError(f"{where}: input set {index}, input {_place(key_path)} is {type(leaf).__name__}; an "
+                                 "input is a tensor, or a constant argument (a str, int, float, bool or None)")
         sets.append(one)
     first = pytree.tree_structure((sets[0].args, sets[0].kwargs))
     for index, one in enumerate(sets[1:], 2):
         if pytree.tree_structure((one.args, one.kwargs)) != first:
             raise UsageError(f"{where}: input set {index} {_difference(one, sets[0])}")
+        for (name, value), (_, given) in zip(one.constants(), sets[0].constants()):
+            if type(value) is not type(given) or value != given:
+                raise UsageError(
+                    f"{where}: input set {index} gives {name}={value!r} where input set 1 gives {given!r}: a "
+                    "non-tensor argument is baked into every exported artifact as a constant, so it must be the "
+                    "same in every input set (make it a tensor, or check each value in a run of its own)")
     return sets
 
 
 def _inputs_named(one: InputSet) -> list[str]:
-    """Each tensor of an input set by where it goes: args[0], args[1][2], x, x['mask']..."""
-    names = [f"args{pytree.keystr(path)}" for path, _ in pytree.tree_flatten_with_path(one.args)[0]]
-    for name, value in one.kwargs.items():
-        names += [f"{name}{pytree.keystr(path)}" for path, _ in pytree.tree_flatten_with_path(value)[0]]
-    return names
+    """Each tensor and constant of an input set by where it goes: args[0], args[1][2], x, x['mask']..."""
+    return [_place(path) for path, _ in pytree.tree_flatten_with_path((one.args, one.kwargs))[0]]
 
 
 def _listed(names: list[str]) -> str:
@@ -219,18 +321,31 @@ def _containers(one: InputSet) -> dict[str, str]:
     return found
 
 
-def infer_dynamic_shapes(sets: list[InputSet]):
-    """Mark every dimension that differs between input sets as dynamic, in torch.export form.
+def top_level(one: InputSet, signature: inspect.Signature | None) -> list[tuple[str, object]]:
+    """The call's arguments as (name, value): positional ones under their parameter's name where the
+    signature names them (else args[i]), then the keyword ones."""
+    params = [p.name for p in (signature.parameters.values() if signature else ())
+              if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    named = [(params[i] if i < len(params) else f"args[{i}]", value) for i, value in enumerate(one.args)]
+    return named + list(one.kwargs.items())
+
+
+def _is_dim_spec(x) -> bool:
+    return x is None or (isinstance(x, dict) and all(isinstance(k, int) for k in x))
+
+
+def infer_dynamic_shapes(sets: list[InputSet], signature: inspect.Signature | None = None):
+    """Mark every dimension that differs between input sets as dynamic, in torch.export form: a tuple
+    for positional arguments, a dict by name for keyword ones or a mixed call.
 
     Returns None when all sets share every shape. Uses Dim.DYNAMIC, so an export that would
-    silently specialize such a dimension fails instead, with the reason.
+    silently specialize such a dimension fails instead, with the reason. Constants get None.
     """
     from compatcheck.torch_features import dynamic_dim
 
     shapes = [[tuple(t.shape) for t in s.leaves()] for s in sets]
     first = shapes[0]
     specs = []
-    any_dynamic = False
     for leaf_index, shape in enumerate(first):
         for other_index, other in enumerate(shapes[1:], 2):
             if len(other[leaf_index]) != len(shape):
@@ -240,31 +355,45 @@ def infer_dynamic_shapes(sets: list[InputSet]):
                 )
         dims = {d: dynamic_dim(f"input{leaf_index}_dim{d}") for d in range(len(shape))
                 if any(o[leaf_index][d] != shape[d] for o in shapes)}
-        any_dynamic |= bool(dims)
         specs.append(dims or None)
-    if not any_dynamic:
+    if not any(specs):
         return None
-    spec = pytree.tree_unflatten(specs, pytree.tree_structure((sets[0].args, sets[0].kwargs)))
-    args_spec, kwargs_spec = spec
-    return kwargs_spec if sets[0].kwargs else tuple(args_spec)
+    per_tensor = iter(specs)
+    flat, tree = pytree.tree_flatten((sets[0].args, sets[0].kwargs))
+    args_spec, kwargs_spec = pytree.tree_unflatten(
+        [next(per_tensor) if isinstance(leaf, torch.Tensor) else None for leaf in flat], tree)
+    if not sets[0].kwargs:
+        return tuple(args_spec)
+    if not sets[0].args:
+        return kwargs_spec
+    names = [name for name, _ in top_level(sets[0], signature)]
+    if any(name.startswith("args[") for name in names):
+        raise UsageError("a compatcheck.Call mixes positional and keyword inputs for a forward whose parameters "
+                         "cannot all be named: give get_dynamic_shapes() a dict by parameter name")
+    return dict(zip(names, [*args_spec, *kwargs_spec.values()]))
 
 
 def dynamic_dims(spec: "ModelSpec") -> list[set[int]]:
-    """The dimensions declared dynamic, per input leaf (in InputSet.leaves() order)."""
+    """The dimensions declared dynamic, per tensor (in InputSet.leaves() order)."""
     first = spec.input_sets[0]
-    leaves = first.leaves()
     shapes = spec.dynamic_shapes
+    named = top_level(first, spec.signature)
     if shapes is None:
-        return [set() for _ in leaves]
-    tree = {k: shapes.get(k) for k in first.kwargs} if first.kwargs else tuple(
-        shapes.values() if isinstance(shapes, dict) else shapes)
-    # A per-tensor spec is None or a dict keyed by dimension index.
-    specs = pytree.tree_leaves(
-        tree, is_leaf=lambda x: x is None or (isinstance(x, dict) and all(isinstance(k, int) for k in x))
-    )
-    if len(specs) != len(leaves):
-        return [set() for _ in leaves]
-    return [set(spec or {}) for spec in specs]
+        return [set() for _ in first.leaves()]
+    if isinstance(shapes, dict):
+        per_input = [shapes.get(name) for name, _ in named]
+    else:
+        per_input = list(shapes) + [None] * (len(named) - len(shapes))
+    found = []
+    for (_, value), given in zip(named, per_input):
+        tensors = [leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+        if not tensors:
+            continue
+        leaves = pytree.tree_leaves(given, is_leaf=_is_dim_spec)
+        if given is None or len(leaves) != len(tensors):
+            leaves = [None] * len(tensors)
+        found += [set(leaf or {}) for leaf in leaves]
+    return found
 
 
 def describe_dynamic_shapes(dynamic_shapes) -> str | None:
@@ -307,28 +436,41 @@ def load(path: Path, factory: str = "get_model") -> ModelSpec:
     model, sites = _call(user, lambda: _build_recording_sites(user, make), f"{factory}()")
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"{factory}() returned {type(model).__name__}; expected a torch.nn.Module")
+    build_sites = {name: sites[id(module)] for name, module in model.named_modules() if id(module) in sites}
+    pristine = Pristine(model, rebuild=make)
     torch.manual_seed(SEED)
     raw_inputs = _call(user, get_inputs, "get_inputs()")
     get_dynamic = getattr(module, "get_dynamic_shapes", None)
     dynamic = _call(user, get_dynamic, "get_dynamic_shapes()") if callable(get_dynamic) else INFER
     spec = assemble(path, factory, model, raw_inputs, "get_inputs()", dynamic,
-                    getattr(module, "TOLERANCE", None), "TOLERANCE")
-    spec.build_sites = sites
+                    getattr(module, "TOLERANCE", None), "TOLERANCE", pristine=pristine)
+    spec.build_sites = build_sites
     return spec
 
 
 INFER = "infer"  # dynamic shapes not given: every dimension that differs between input sets is dynamic
 
 
+def _forward_signature(model) -> inspect.Signature | None:
+    try:
+        return inspect.signature(model.forward)
+    except (TypeError, ValueError):
+        return None
+
+
 def assemble(path: Path, factory: str, model, raw_inputs, inputs_from: str, dynamic_shapes, tolerance,
-             tolerance_from: str, *, is_object: bool = False) -> ModelSpec:
+             tolerance_from: str, *, is_object: bool = False, pristine: Pristine | None = None) -> ModelSpec:
     """A ModelSpec from the parts, checked; `*_from` name where a bad part came from in errors."""
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"the model is {type(model).__name__}; expected a torch.nn.Module")
     sets = normalize_inputs(raw_inputs, inputs_from)
+    signature = _forward_signature(model)
+    for one in sets:
+        one.names = [name + pytree.keystr(path) for name, value in top_level(one, signature)
+                     for path, leaf in pytree.tree_flatten_with_path(value)[0] if isinstance(leaf, torch.Tensor)]
     inferred = isinstance(dynamic_shapes, str) and dynamic_shapes == INFER
     if inferred:
-        dynamic_shapes = infer_dynamic_shapes(sets)
+        dynamic_shapes = infer_dynamic_shapes(sets, signature)
     arrived_training = model.training
     model.eval()
     return ModelSpec(
@@ -343,4 +485,6 @@ def assemble(path: Path, factory: str, model, raw_inputs, inputs_from: str, dyna
         arrived_training=arrived_training,
         build_sites={},
         is_object=is_object,
+        pristine=pristine or Pristine(model),
+        signature=signature,
     )

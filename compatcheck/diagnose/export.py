@@ -10,6 +10,7 @@ from compatcheck.diagnose import shapes
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
 from compatcheck.diagnose.errors import Diagnosed, error_finding, locate
+from compatcheck.diagnose.outputs import output_type_findings
 
 _GUARD = re.compile(r"Could not guard on data-dependent expression (.+?) \(unhinted")
 _SPECIALIZE = re.compile(r"Could not extract specialized integer from data-dependent expression (.+?) \(unhinted")
@@ -33,7 +34,7 @@ def data_dependent(error: BaseException) -> str | None:
 
 def torch_export_findings(stage: str, ctx, cause: BaseException) -> list:
     """Findings for the innermost error torch.export raised."""
-    pinned = shapes.error_findings(stage, ctx, cause)
+    pinned = shapes.error_findings(stage, ctx, cause) or output_type_findings(stage, ctx, cause)
     if pinned:
         return pinned
     meaning = data_dependent(cause)
@@ -68,4 +69,4 @@ def stage_findings(stage: str, ctx, error: BaseException | None, program=None, k
         return pinned_findings(stage, ctx, program)
     if isinstance(error, Diagnosed):
         return error.findings
-    return [error_finding(stage, ctx, error, kind)]
+    return output_type_findings(stage, ctx, error) or [error_finding(stage, ctx, error, kind)]

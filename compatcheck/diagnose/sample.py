@@ -18,6 +18,8 @@ def _named_shapes(input_set) -> list[tuple[str, tuple[int, ...]]]:
     flat, _ = pytree.tree_flatten_with_path((input_set.args, input_set.kwargs))
     names = []
     for path, leaf in flat:
+        if not hasattr(leaf, "shape"):
+            continue  # a constant argument: it has no dims to specialize
         text = pytree.keystr(path)  # "[0][0]" for positional args, "[1]['input_ids']" for keyword ones
         names.append((text.split("'")[1] if "'" in text else f"input {len(names) + 1}", tuple(leaf.shape)))
     return names
@@ -87,27 +89,56 @@ def size_one_sample(stage: str, ctx, error: BaseException | None = None) -> Find
     if found is None:
         return None
     pinned, failing = found
+    sample = _named_shapes(ctx.spec.input_sets[0])
+    where = ", ".join(f"dim {dim} of {sample[leaf][0]}" for leaf, dim, _, _ in pinned)
+    leaf, dim, size, wanted = pinned[0]
+    message = (f"input set 1, the sample {stage} is built from, has size {size} in {where}, where input set "
+               f"{failing + 1} has {wanted}: sizes 0 and 1 are special to export and tracing (torch.export "
+               f"specializes them), so the artifact takes only size {size} there.")
+    located = _get_inputs_return(ctx.spec.path)
+    return ctx.spec.user.finding(stage, "dynamic-shape", message, op=SIZE_ONE,
+                                 location=(str(ctx.spec.path), located[0]) if located else None)
+
+
+SIZE_ONE = "size-1 sample"
+
+
+def sample_recipe(ctx, error: BaseException | None):
+    """Building from the first input set whose sizes are 2 or more there, when the sample's size 0 or 1 is
+    what broke the stage; None otherwise."""
+    from compatcheck.stages.base import Recipe
+
+    found = _pinned(ctx, error)
+    if found is None:
+        return None
+    pinned, _ = found
     sets = ctx.spec.input_sets
-    sample = _named_shapes(sets[0])
     good = next((k for k, s in enumerate(sets)
                  if all(len(_named_shapes(s)) > leaf and _named_shapes(s)[leaf][1][dim] >= 2
                         for leaf, dim, _, _ in pinned)), None)
-    where = ", ".join(f"dim {dim} of {sample[leaf][0]}" for leaf, dim, _, _ in pinned)
-    leaf, dim, size, wanted = pinned[0]
-    fix = (f"trace and export with a sample whose size there is 2 or more: input set {good + 1} here"
-           if good is not None else "trace and export with a sample whose size there is 2 or more (no input set "
-                                    "has one)")
-    message = (f"input set 1, the sample {stage} is built from, has size {size} in {where}, where input set "
-               f"{failing + 1} has {wanted}: sizes 0 and 1 are special to export and tracing (torch.export "
-               f"specializes them), so the artifact takes only size {size} there. Fix: {fix}.")
+    return Recipe(f"input set {good + 1} as the sample", sample=good) if good else None
+
+
+def proven_order(ctx, finding: Finding, recipe, passed: bool | None) -> None:
+    """The size-1 finding, told what building from `recipe`'s sample gave: it passed (then the reordered
+    `return` of get_inputs() is its rewrite), it failed, or it was not tried (None)."""
+    if recipe is None:
+        finding.message += " No input set has size 2 or more there to build from instead."
+        return
+    good = recipe.sample
+    if passed is None:
+        finding.message += (f" Building from input set {good + 1} instead was not checked: the search was cut short "
+                            "(--diagnose-budget).")
+        return
+    if not passed:
+        finding.message += (f" Built from input set {good + 1} instead, it fails too (checked): the sample's size is "
+                            "not the only cause.")
+        return
+    finding.message += f" Fix, checked: built from input set {good + 1}, it passes on every input set."
     located = _get_inputs_return(ctx.spec.path)
-    finding = ctx.spec.user.finding(stage, "dynamic-shape", message, op="size-1 sample",
-                                    location=(str(ctx.spec.path), located[0]) if located else None)
-    if located and good is not None:
-        reordered = _reordered(located[1], located[2], good, len(sets))
-        if reordered:
-            finding.rewrite = f"# input set {good + 1} first: it is the sample every artifact is built from\n{reordered}"
-    return finding
+    reordered = _reordered(located[1], located[2], good, len(ctx.spec.input_sets)) if located else None
+    if reordered:
+        finding.rewrite = f"# input set {good + 1} first: it is the sample every artifact is built from\n{reordered}"
 
 
 def first_if_size_one(stage: str, ctx, findings: list[Finding], error: BaseException | None = None) -> list[Finding]:

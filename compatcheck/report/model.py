@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 
 from compatcheck.ladder import NAMES
 
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # older reports are migrated on load (see migrate and docs/report.md's changelog)
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
 class Status(str, Enum):
@@ -91,6 +91,7 @@ class LeafComparison(BaseModel):
         None, description="'within-noise' when the result is as close to an fp64 eager run as eager itself"
     )
     problem: str | None = Field(None, description="why it is not ok, in words")
+    note: str | None = Field(None, description="how the output was read, where it is not as eager returns it")
 
 
 class InputSetResult(BaseModel):
@@ -134,6 +135,8 @@ class StageResult(BaseModel):
     cached_from: CacheOrigin | None = Field(None, description="for a cached stage: when and by which compatcheck "
                                                                "version it was computed")
     timings: list[Timing] = Field([], description="with --bench: latency and throughput per input set")
+    recipes: list[str] = Field([], description="the other ways of building it that were tried after it failed, "
+                                               "each with what it gave; empty for a stage that passed")
 
 
 class Route(BaseModel):
@@ -150,6 +153,9 @@ class ModelInfo(BaseModel):
     factory: str = "get_model"
     input_sets: int
     input_shapes: list[list[list[int]]] = Field(description="per input set, the shape of each tensor leaf")
+    constants: dict[str, str] = Field({}, description="the non-tensor arguments, by where they go: constants baked "
+                                                      "into every artifact (not inputs of the ONNX graph or the "
+                                                      "served model), as repr()")
     dynamic_shapes: str | None = Field(None, description="the dynamic shapes used for export, as text")
     dynamic_shapes_inferred: bool = False
     tolerance: dict = {}
@@ -188,7 +194,7 @@ _RENAMED_OPTIONS = {"memory_limit_mb": "memory_limit", "triton_launcher": "trito
 
 def migrate(data: dict) -> dict:
     """A report of an older schema_version, as this one reads it (docs/report.md lists the changes)."""
-    if data.get("schema_version") in (1, 2):
+    if data.get("schema_version") in (1, 2, 3):
         options = {_RENAMED_OPTIONS.get(name, name): value for name, value in data.get("options", {}).items()}
         if "bench_seconds" in options and "bench" not in options:
             options["bench"] = options["bench_seconds"] is not None

@@ -9,24 +9,39 @@ from __future__ import annotations
 import copy
 import reprlib
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from compatcheck.compare import Tolerances, flatten
+from compatcheck.compare import VALUES, Tolerances, flatten, to_tensor
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.report.model import Finding
 from compatcheck.spec import InputSet, ModelSpec
 from compatcheck.torch_features import Feature
+from compatcheck.variation import SEEDS, Site, Variation, clock_moved, recording_random_ops
 
 Runner = Callable[[InputSet], object]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A way to build a stage other than its plain call, as data (never code): more keywords for the
+    export call, the inferred dims spelled Dim.AUTO, another input set as the sample. A stage's build
+    reads `ctx.recipe` (None: the plain call, which is what the verdict is about)."""
+
+    what: str  # in words, for the finding: "strict=True", "input set 2 as the sample"
+    keywords: tuple[tuple[str, object], ...] = ()
+    auto_dims: bool = False
+    sample: int = 0
 
 
 class Stage:
     name: str = ""
     flat_outputs = False  # outputs come back as a flat list of leaves (ONNX), not eager's structure
+    proven_by: str | None = None  # the stage that runs what this one makes, when its own runner is not that
 
     def needs(self, ctx: "StageContext") -> tuple[Feature, ...]:
         """The torch features the stage uses with these options (see torch_features.py)."""
@@ -55,6 +70,15 @@ class Stage:
         """Python lines that, after the common prelude (model, inputs), rebuild this stage's artifact."""
         return ""
 
+    def recipes(self, ctx: "StageContext", error: BaseException | None) -> list[Recipe]:
+        """Other ways to build it worth trying when the plain call failed (its error, or None for a
+        mismatch); each is tried on a pristine model and offered only if it passes on every input set."""
+        return []
+
+    def call(self, ctx: "StageContext", recipe: Recipe) -> str:
+        """The call a user pastes to build it with `recipe`."""
+        return ""
+
     def close(self) -> None:
         """Release what build() holds (servers, sessions); called whatever happened."""
 
@@ -77,27 +101,55 @@ class StageContext:
         self._noise: list | None = None
         self.mutated_inputs: list[int] = []  # input sets whose tensors forward changed in place
         self._fp64: dict[int, object] = {}
+        self.variation = Variation()
+        self.recipe: Recipe | None = None  # how the current build differs from the plain call
+        self.artifact_dir: Path | None = None  # where a recipe's build writes, away from the stage's own files
 
     @property
     def tolerances(self) -> Tolerances:
         """What every comparison of this run uses: --atol/--rtol over the model file's TOLERANCE."""
         return Tolerances(self.options.atol, self.options.rtol, self.spec.tolerance)
 
-    def eager(self, input_set: InputSet):
+    def eager(self, input_set: InputSet, model=None):
         with torch.no_grad():
-            return self.spec.model(*input_set.args, **input_set.kwargs)
+            return (model or self.spec.model)(*input_set.args, **input_set.kwargs)
 
     def _compute_reference(self) -> None:
-        torch.manual_seed(0)
+        model = self.spec.pristine.copy() if self.spec.pristine else self.spec.model  # its own copy
         runs = self.spec.input_sets
-        first = [self.eager(s) for s in runs]
+        torch.manual_seed(SEEDS[0])
+        first = [self.eager(s, model) for s in runs]
         # A fresh tensor starts at version 0; every in-place write, through any view, bumps it.
         self.mutated_inputs = [i for i, s in enumerate(runs) if any(t._version for t in s.leaves())]
-        _require_a_tensor(first)
-        torch.manual_seed(0)
-        second = [self.eager(s) for s in self.spec.input_sets]
+        _require_an_output(first)
+        torch.manual_seed(SEEDS[0])
+        second = [self.eager(s, model) for s in self.spec.input_sets]
         self._reference = first
-        self._noise = None if all(_identical(a, b) for a, b in zip(first, second)) else second
+        self._noise = None if all(identical(a, b) for a, b in zip(first, second)) else second
+        self.variation = self._variation(model, first)
+
+    def _variation(self, model, first: list) -> Variation:
+        """Whether eager's outputs change with the seed or with the clock, and the ops and lines that
+        make them: runs with another seed, then with the clock moved."""
+        found = Variation()
+        user = self.spec.user
+        try:
+            with recording_random_ops(user) as random:
+                torch.manual_seed(SEEDS[1])
+                reseeded = [self.eager(s, model) for s in self.spec.input_sets]
+        except Exception:  # an op the recording mode cannot pass through: run it plainly
+            random = []
+            torch.manual_seed(SEEDS[1])
+            reseeded = [self.eager(s, model) for s in self.spec.input_sets]
+        if not all(identical(a, b) for a, b in zip(first, reseeded)) and (random or self._noise is None):
+            found.random = random or [Site("random numbers", None)]
+        clock: list = []
+        with clock_moved(user, clock):
+            torch.manual_seed(SEEDS[0])
+            later = [self.eager(s, model) for s in self.spec.input_sets]
+        if clock and not all(identical(a, b) for a, b in zip(first, later)):
+            found.clock = clock
+        return found
 
     @property
     def reference(self) -> list:
@@ -112,45 +164,65 @@ class StageContext:
         self.reference
         return self._noise
 
+    @property
+    def varies(self) -> Variation:
+        """What makes eager's outputs change by design (random ops, the clock); empty when nothing does."""
+        self.reference
+        return self.variation
+
     def fp64(self, index: int):
         """Eager outputs for input set `index` computed in float64, or None where the model refuses."""
         if index not in self._fp64:
             try:
-                model = copy.deepcopy(self.spec.model).double()
+                model = (self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double()
                 as64 = self.spec.input_sets[index].map(
                     lambda t: t.double() if t.is_floating_point() else t
                 )
+                torch.manual_seed(SEEDS[0])
                 with torch.no_grad():
                     self._fp64[index] = model(*as64.args, **as64.kwargs)
             except Exception:
                 self._fp64[index] = None
         return self._fp64[index]
 
+    @property
+    def sample(self) -> InputSet:
+        """The input set artifacts are traced or exported from: the first, unless a recipe says another."""
+        return self.spec.input_sets[self.recipe.sample if self.recipe else 0]
+
+    @property
+    def keywords(self) -> dict:
+        """The recipe's extra keywords for the stage's call."""
+        return dict(self.recipe.keywords) if self.recipe else {}
+
     def artifact(self, filename: str) -> Path:
-        path = self.workdir / filename
+        path = (self.artifact_dir or self.workdir) / filename
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
 
-def _require_a_tensor(outputs: list) -> None:
-    """An output with no tensor in it is nothing to export or serve: a model-file error, not a verdict."""
+def _require_an_output(outputs: list) -> None:
+    """An output with no tensor or number in it is nothing to export or serve: a model-file error, not a
+    verdict."""
     for index, output in enumerate(outputs, 1):
-        if not any(isinstance(leaf, torch.Tensor) for _, leaf in flatten(output)[0]):
+        if not any(isinstance(leaf, (torch.Tensor, int, float)) and not isinstance(leaf, bool)
+                   for _, leaf in flatten(output)[0]):
             raise UsageError(f"forward() returned {reprlib.repr(output)} for input set {index}, with no tensor "
-                             "in it: there is nothing to compare or deploy")
+                             "or number in it: there is nothing to compare or deploy")
 
 
-def _identical(a, b) -> bool:
-    from torch.utils import _pytree as pytree
-
-    leaves_a, spec_a = pytree.tree_flatten(a)
-    leaves_b, spec_b = pytree.tree_flatten(b)
-    if spec_a != spec_b:
+def identical(a, b) -> bool:
+    """Two outputs hold the same structure and the same values, NaN included: tensors by torch.equal,
+    objects by the tensors they hold (compare.flatten), never by their own `==`."""
+    pairs_a, spec_a = flatten(a)
+    pairs_b, spec_b = flatten(b)
+    if spec_a != spec_b or [n for n, _ in pairs_a] != [n for n, _ in pairs_b]:
         return False
-    for x, y in zip(leaves_a, leaves_b):
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or not torch.equal(x.nan_to_num(), y.nan_to_num()):
+    for (_, x), (_, y) in zip(pairs_a, pairs_b):
+        x_t, y_t = to_tensor(x), to_tensor(y)
+        if x_t is not None and y_t is not None:
+            if x_t.shape != y_t.shape or x_t.dtype != y_t.dtype or not torch.equal(x_t.nan_to_num(), y_t.nan_to_num()):
                 return False
-        elif x != y:
+        elif type(x) is not type(y) or (isinstance(x, VALUES) and x != y):
             return False
     return True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from compatcheck.diagnose.mutation import input_mutation
@@ -13,6 +15,10 @@ _MODE_DEPENDENT = (
     torch.nn.modules.dropout._DropoutNd,
     torch.nn.modules.instancenorm._InstanceNorm,
 )
+
+
+# `training=True` spelled out in a dropout call: on in eval mode too.
+_DROPOUT_ALWAYS = re.compile(r"\btraining\s*=\s*True\b")
 
 
 class Eager(Stage):
@@ -37,7 +43,9 @@ class Eager(Stage):
         if ctx.spec.arrived_training:
             findings.extend(self._training_mode(ctx))
         findings.extend(input_mutation(ctx, self.name))
-        if ctx.noise is not None:
+        if ctx.varies:
+            findings.append(self._variation(ctx))
+        elif ctx.noise is not None:
             findings.append(ctx.spec.user.finding(
                 self.name, "nondeterministic",
                 "eager gives different results on two runs with the same seed; later stages are compared "
@@ -47,11 +55,29 @@ class Eager(Stage):
             ))
         return findings
 
+    def _variation(self, ctx: StageContext) -> Finding:
+        site = ctx.varies.first()
+        if ctx.varies.random:
+            what = f"draws random numbers ({site.what})"
+            then = "each artifact is run again under a second seed and must vary too"
+        else:
+            what = f"reads the clock ({site.what})"
+            then = ("each artifact is run again with the clock moved and must change too; an exported or traced "
+                    "artifact keeps the time it was built at: pass the time in as an input instead")
+        finding = ctx.spec.user.finding(
+            self.name, "nondeterministic", f"forward {what}: its outputs change by design, so no stage's values "
+            f"are compared with eager's; {then}", location=site.frame, op=site.what)
+        if finding.code and "dropout" in finding.code.lower() and _DROPOUT_ALWAYS.search(finding.code):
+            finding.rewrite = _DROPOUT_ALWAYS.sub("training=self.training", finding.code)
+            finding.message += ("; dropout with training=True stays on in eval mode, in every artifact: "
+                                "training=self.training turns it off for inference")
+        return finding
+
     def _training_mode(self, ctx: StageContext) -> list[Finding]:
         by_site: dict[tuple, list[str]] = {}
         for name, module in ctx.spec.model.named_modules():
             if isinstance(module, _MODE_DEPENDENT):
-                frame = ctx.spec.build_sites.get(id(module))
+                frame = ctx.spec.build_sites.get(name)
                 key = (type(module).__name__, frame.filename if frame else None, frame.lineno if frame else None)
                 by_site.setdefault(key, []).append(name)
         findings = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from compatcheck.report.model import Finding
-from compatcheck.stages.base import Stage, StageContext
+from compatcheck.stages.base import Recipe, Stage, StageContext
 from compatcheck.torch_features import TORCHSCRIPT_TRACE
 from compatcheck.stages.jit_script import run_loaded
 
@@ -21,12 +21,14 @@ class JitTrace(Stage):
         return (TORCHSCRIPT_TRACE,)
 
     def build(self, ctx: StageContext):
-        first = ctx.spec.input_sets[0]
+        sample = ctx.sample
         with torch.no_grad():
-            if first.kwargs:
-                traced = torch.jit.trace(ctx.spec.model, example_kwarg_inputs=first.kwargs, check_trace=False)
+            if sample.kwargs:  # a mixed call is traced as keywords: jit.trace takes one or the other
+                keywords = sample.as_keywords(ctx.spec.signature) if sample.args else sample.kwargs
+                traced = torch.jit.trace(ctx.spec.model, example_kwarg_inputs=keywords or sample.kwargs,
+                                         check_trace=False)
             else:
-                traced = torch.jit.trace(ctx.spec.model, first.args, check_trace=False)
+                traced = torch.jit.trace(ctx.spec.model, sample.args, check_trace=False)
         path = ctx.artifact("model.trace.pt")
         torch.jit.save(traced, str(path))
         ctx.artifacts[self.name] = str(path)
@@ -37,6 +39,12 @@ class JitTrace(Stage):
         from compatcheck.diagnose.torchscript import trace_findings
 
         return first_if_size_one(self.name, ctx, trace_findings(self.name, ctx, error))
+
+    def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
+        from compatcheck.diagnose.sample import sample_recipe
+
+        recipe = sample_recipe(ctx, error)
+        return [recipe] if recipe else []
 
     def reproduce(self, ctx: StageContext) -> str:
         return (

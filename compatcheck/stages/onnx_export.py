@@ -1,61 +1,68 @@
-"""onnx_export: torch.onnx.export (dynamo by default, or the legacy TorchScript exporter), then
-onnx.checker with full_check. With the dynamo exporter, the exported program is run on every
-input set: it is what the ONNX graph was translated from."""
+"""onnx_export: torch.onnx.export as a deployer calls it (dynamo by default, or the legacy TorchScript
+exporter; the API's defaults, under no_grad, on the model itself), then onnx.checker with full_check. With
+the dynamo exporter, the exported program is run on every input set: it is what the ONNX graph was
+translated from. Where the plain call fails, the exporter's other settings (the inferred dims as
+Dim.AUTO, optimize=False, the other exporter, another sample) are tried as recipes, and offered only
+if they pass."""
 
 from __future__ import annotations
 
 import torch
 
+from compatcheck.errors import chain_text
 from compatcheck.report.model import Finding
 from compatcheck.spec import dynamic_dims
-from compatcheck.stages.base import Stage, StageContext
+from compatcheck.stages.base import Recipe, Stage, StageContext
 from compatcheck.torch_features import DYNAMO_EXPORTER, LEGACY_EXPORTER
+
+AUTO = Recipe("the inferred dims as Dim.AUTO (a dim may come out static; every input set is checked)",
+              auto_dims=True)
+NOT_OPTIMIZED = Recipe("optimize=False (the exporter's graph optimizer left out)", keywords=(("optimize", False),))
+LEGACY = Recipe("dynamo=False (the TorchScript-based exporter)", keywords=(("dynamo", False),))
+
+
+def _legacy_axes(ctx: StageContext) -> tuple[list[str], dict | None]:
+    names = [f"input{i}" for i in range(len(ctx.sample.leaves()))]
+    axes = {name: {d: f"{name}_dim{d}" for d in dims} for name, dims in zip(names, dynamic_dims(ctx.spec)) if dims}
+    return names, axes or None
 
 
 class OnnxExport(Stage):
     name = "onnx_export"
+    proven_by = "onnxruntime"  # a recipe is offered only when the ONNX file it makes runs right there
 
     def __init__(self):
         self.program = None
-        self.reused = False
-        self.retried: tuple | None = None  # (the Dim.DYNAMIC error, specializations) when Dim.AUTO exported it
-        self.auto_failed: str | None = None  # what the Dim.AUTO export raised when it failed too
-
-    def _exported(self, ctx: StageContext):
-        """The export stage's program when it passed in this run: the same torch.export capture the
-        exporter would make, already checked on every input set, so it is not traced a second time."""
-        path = ctx.artifacts.get("export")
-        if ctx.previous.get("export") != "pass" or path is None:
-            return None
-        return torch.export.load(path)
+        self.failure: BaseException | None = None
 
     def needs(self, ctx: StageContext):
         return (DYNAMO_EXPORTER if ctx.options.onnx_exporter == "dynamo" else LEGACY_EXPORTER,)
 
+    def _dynamo(self, ctx: StageContext) -> bool:
+        return ctx.keywords.get("dynamo", ctx.options.onnx_exporter == "dynamo")
+
     def build(self, ctx: StageContext):
         import onnx
 
-        first = ctx.spec.input_sets[0]
+        sample = ctx.sample
         path = ctx.artifact("model.onnx")
-        opset = ctx.options.onnx_opset
-        if ctx.options.onnx_exporter == "dynamo":
-            exported = self._exported(ctx)
-            self.reused = exported is not None
+        keywords = {name: value for name, value in ctx.keywords.items() if name != "dynamo"}
+        if self._dynamo(ctx):
+            from compatcheck.diagnose.dynamic_dims import as_auto
+
+            dims = as_auto(ctx.spec.dynamic_shapes) if ctx.recipe and ctx.recipe.auto_dims else ctx.spec.dynamic_shapes
             try:
-                self.program = self._export(ctx, exported if self.reused else ctx.spec.model,
-                                            ctx.spec.dynamic_shapes)
+                self.program = torch.onnx.export(
+                    ctx.spec.model, sample.args, kwargs=sample.kwargs or None, dynamic_shapes=dims, dynamo=True,
+                    opset_version=ctx.options.onnx_opset, verbose=False, **keywords)
             except Exception as exc:
-                self.program = self._export_auto(ctx, exc)
+                self.failure = exc
+                raise self._restated(ctx, exc) from exc
             self.program.save(str(path))
         else:
-            names = [f"input{i}" for i in range(len(first.leaves()))]
-            axes = {name: {d: f"{name}_dim{d}" for d in dims}
-                    for name, dims in zip(names, dynamic_dims(ctx.spec)) if dims}
-            with torch.no_grad():
-                torch.onnx.export(
-                    ctx.spec.model, first.args, str(path), kwargs=first.kwargs or None, dynamo=False,
-                    input_names=names, dynamic_axes=axes or None, opset_version=opset,
-                )
+            names, axes = _legacy_axes(ctx)
+            torch.onnx.export(ctx.spec.model, sample.args, str(path), kwargs=sample.kwargs or None, dynamo=False,
+                              input_names=names, dynamic_axes=axes, opset_version=ctx.options.onnx_opset)
         ctx.artifacts[self.name] = str(path)
         onnx.checker.check_model(str(path), full_check=True)
         if self.program is None:
@@ -68,78 +75,83 @@ class OnnxExport(Stage):
 
         return run
 
-    @staticmethod
-    def _export(ctx: StageContext, model, dynamic_shapes):
-        first = ctx.spec.input_sets[0]
-        return torch.onnx.export(
-            model, first.args, kwargs=first.kwargs or None, dynamic_shapes=dynamic_shapes,
-            dynamo=True, opset_version=ctx.options.onnx_opset, verbose=False,
-        )
-
-    def _export_auto(self, ctx: StageContext, error: BaseException):
-        """Export again with the inferred dims as Dim.AUTO when Dim.DYNAMIC failed for a reason other than
-        a specialization; otherwise (or if that fails too) raise the first error, restated with its cause."""
-        from compatcheck.diagnose.dynamic_dims import as_auto, is_specialization, recording_specializations
+    def _restated(self, ctx: StageContext, error: BaseException) -> BaseException:
+        """The exporter's first line names the step, not the cause: restated with the cause and the line."""
         from compatcheck.diagnose.onnx_export import restate
 
-        if ctx.spec.dynamic_shapes_inferred and not is_specialization(error):
-            try:
-                with recording_specializations() as events:
-                    program = self._export(ctx, ctx.spec.model, as_auto(ctx.spec.dynamic_shapes))
-                self.retried = (error, events)
-                return program
-            except Exception as again:  # the verdict is about the first recipe: its error is the one to report
-                from compatcheck.errors import one_line
-
-                self.auto_failed = one_line(again, 200)
-        cause = restate(self.name, ctx, error)  # the exporter's first line names the step, not the cause
-        if cause is None:
-            raise error
-        raise cause from error
+        return restate(self.name, ctx, error) or error
 
     def timed_runners(self, runner):
         return {}  # the exported program is a checking aid, not something to deploy
 
     def backend(self, ctx: StageContext) -> str:
-        reused = ", from the export stage's program" if self.reused else ""
-        return f"{ctx.options.onnx_exporter} exporter{reused}"
+        return f"{'dynamo' if self._dynamo(ctx) else 'legacy'} exporter"
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
-        from compatcheck.diagnose.dynamic_dims import retried_findings
         from compatcheck.diagnose.onnx_export import export_findings
         from compatcheck.diagnose.sample import first_if_size_one
 
         findings = export_findings(self.name, ctx, error, self.program and self.program.exported_program)
-        if self.auto_failed and findings:  # not one spelling of the dims tripping the exporter: both do
-            findings[0].message = (findings[0].message.rstrip(". ") + ". Exported again with the inferred dims as "
-                                   f"Dim.AUTO, it fails too: {self.auto_failed}")
-        if self.retried is not None and self.program is not None:
-            first_error, events = self.retried
-            findings += retried_findings(self.name, ctx, self.program.exported_program, first_error, events,
-                                         dynamic_dims(ctx.spec))
-        return first_if_size_one(self.name, ctx, findings, error)
+        return first_if_size_one(self.name, ctx, findings, self.failure or error)
+
+    def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
+        from compatcheck.diagnose.dynamic_dims import is_specialization
+        from compatcheck.diagnose.sample import sample_recipe
+        from compatcheck.torch_features import missing
+
+        if not self._dynamo(ctx) or self.failure is None:
+            return [recipe for recipe in (sample_recipe(ctx, error),) if recipe is not None]
+        found = [sample_recipe(ctx, self.failure)]
+        if ctx.spec.dynamic_shapes_inferred and not is_specialization(self.failure):
+            found.append(AUTO)
+        if "optimiz" in chain_text(self.failure).lower() or _raised_in(self.failure, "optimizer"):
+            found.append(NOT_OPTIMIZED)
+        if missing(LEGACY_EXPORTER) is None:
+            found.append(LEGACY)
+        return [recipe for recipe in found if recipe is not None]
+
+    def call(self, ctx: StageContext, recipe: Recipe) -> str:
+        if dict(recipe.keywords).get("dynamo") is False:
+            names, axes = _legacy_axes(ctx)
+            return (f"torch.onnx.export(model, args, 'model.onnx', kwargs=kwargs, dynamo=False, input_names={names!r}, "
+                    f"dynamic_axes={axes!r})")
+        dims = "dynamic_shapes (each Dim.DYNAMIC as Dim.AUTO)" if recipe.auto_dims else "dynamic_shapes"
+        keywords = "".join(f", {name}={value!r}" for name, value in recipe.keywords)
+        return f"torch.onnx.export(model, args, kwargs=kwargs, dynamic_shapes={dims}, dynamo=True{keywords})"
 
     def reproduce(self, ctx: StageContext) -> str:
-        if ctx.options.onnx_exporter == "legacy":
-            names = [f"input{i}" for i in range(len(ctx.spec.input_sets[0].leaves()))]
-            axes = {name: {d: f"{name}_dim{d}" for d in dims}
-                    for name, dims in zip(names, dynamic_dims(ctx.spec)) if dims}
+        if not self._dynamo(ctx):
+            names, axes = _legacy_axes(ctx)
             return (
                 "args, kwargs = input_sets[0]\n"
                 "with torch.no_grad():\n"
                 "    torch.onnx.export(model, args, os.path.join(HERE, 'model.onnx'), kwargs=kwargs or None,\n"
-                f"                      dynamo=False, input_names={names!r}, dynamic_axes={axes or None!r},\n"
+                f"                      dynamo=False, input_names={names!r}, dynamic_axes={axes!r},\n"
                 f"                      opset_version={ctx.options.onnx_opset})\n"
                 "import onnx\nonnx.checker.check_model(os.path.join(HERE, 'model.onnx'), full_check=True)\n"
                 "return None  # the legacy exporter leaves nothing to run but the ONNX file: onnxruntime runs it\n"
             )
         return (
             "args, kwargs = input_sets[0]\n"
-            "program = torch.onnx.export(model, args, kwargs=kwargs or None, dynamo=True, verbose=False,\n"
-            f"                            dynamic_shapes=dynamic_shapes, opset_version={ctx.options.onnx_opset})\n"
+            "with torch.no_grad():\n"
+            "    program = torch.onnx.export(model, args, kwargs=kwargs or None, dynamo=True, verbose=False,\n"
+            f"                                dynamic_shapes=dynamic_shapes, opset_version={ctx.options.onnx_opset})\n"
             "program.save(os.path.join(HERE, 'model.onnx'))\n"
             "import onnx\nonnx.checker.check_model(os.path.join(HERE, 'model.onnx'), full_check=True)\n"
             "exported = program.exported_program.module()\n"
             "def run(args, kwargs):\n    with torch.no_grad():\n        return exported(*args, **kwargs)\n"
             "return run\n"
         )
+
+
+def _raised_in(error: BaseException, part: str) -> bool:
+    """Whether the error or one it chains was raised from a file whose path has `part` in it."""
+    import traceback
+
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if any(part in frame.filename for frame in traceback.extract_tb(error.__traceback__)):
+            return True
+        error = error.__cause__ or error.__context__
+    return False

@@ -18,7 +18,8 @@ from compatcheck.compare import compare_outputs
 from compatcheck.errors import UsageError, one_line
 from compatcheck.report.model import Finding, InputSetResult, StageResult, Status
 from compatcheck.ladder import BY_NAME, REFERENCE, missing_artifact
-from compatcheck.stages.base import Stage, StageContext
+from compatcheck.stages.base import Stage, StageContext, identical
+from compatcheck.variation import SEEDS, clock_moved
 
 MAX_ERROR_TEXT = 20_000
 # What the model's code may raise: sys.exit() and KeyboardInterrupt too (the worker has its own
@@ -85,6 +86,8 @@ def _summarize(sets: list[InputSetResult]) -> str | None:
         bad = [leaf for leaf in one.leaves if not leaf.ok]
         if bad:
             return f"input set {one.index + 1}, output {bad[0].output}: {bad[0].problem}"
+        if not one.ok and one.structure:
+            return f"input set {one.index + 1}: {one.structure}"
     return None
 
 
@@ -99,8 +102,11 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
     ctx.input_results = result.input_sets
     error = None
     raised: list[BaseException] = []  # what the runner raised, per input set that failed
+    ctx.spec.fresh_model()  # what earlier stages did to their copies is not this stage's concern
+    copy_problem = ctx.spec.pristine.problem if ctx.spec.pristine else None
     started = time.perf_counter()
-    with isolated_globals(), recording_warnings(ctx.warnings):
+    # The deployer's recipe: eval mode (the spec's copies are), and no autograd while building and running.
+    with isolated_globals(), recording_warnings(ctx.warnings), torch.no_grad():
         try:
             runner = stage.build(ctx)
             if runner is not None:
@@ -144,8 +150,85 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             result.reason = "differences from eager are within fp64-adjudicated noise"
     if result.status is Status.FAIL:
         _blame_environment(result, error or (raised[0] if raised else None))
+    if ctx.varies and result.status in (Status.PASS, Status.MISMATCH) and result.input_sets:
+        if not BY_NAME[stage.name].reference:  # eager's own finding names the cause (stages/eager.py)
+            result.findings.append(_variation_finding(stage.name, ctx, result))
+        if result.status is Status.PASS:
+            result.reason = f"values not compared: {_what_varies(ctx)}; they vary here too"
+    if copy_problem:
+        result.reason = "; ".join(filter(None, [result.reason, f"the model's copy for this stage: {copy_problem}"]))
+    if result.status in (Status.FAIL, Status.MISMATCH):
+        _try_recipes(stage, ctx, result, error)
     _release(error, *raised)
     return result
+
+
+def _try_recipes(stage: Stage, ctx: StageContext, result: StageResult, error: BaseException | None) -> None:
+    """Rebuild the stage the other ways it offers (another mode, keyword or sample), each on a pristine
+    model, within --diagnose-budget (default: the stage's own time + 10 s); one that passes on every
+    input set becomes a finding with the exact call. One that does not help is never offered."""
+    from compatcheck.diagnose.sample import SIZE_ONE, proven_order
+
+    recipes = stage.recipes(ctx, error)
+    budget = ctx.options.diagnose_budget or result.seconds + 10
+    started = time.perf_counter()
+    outcomes: dict = {}
+    for recipe in recipes:
+        if time.perf_counter() - started > budget:
+            outcomes[recipe] = None
+            result.recipes.append(f"{recipe.what}: not tried, the search was cut short after "
+                                  f"{time.perf_counter() - started:.1f}s (--diagnose-budget {budget:g})")
+            continue
+        outcomes[recipe] = _passes_with(type(stage), ctx, recipe)
+        result.recipes.append(f"{recipe.what}: {'passes on every input set' if outcomes[recipe] else 'fails too'}")
+    sample = next((recipe for recipe in recipes if recipe.sample), None)
+    for finding in result.findings:
+        if finding.op == SIZE_ONE:
+            proven_order(ctx, finding, sample, outcomes.get(sample) if sample else None)
+    for recipe, passed in outcomes.items():
+        if passed and not recipe.sample:
+            call = stage.call(ctx, recipe)
+            result.findings.append(Finding(
+                stage=stage.name, kind="passes-with", op=recipe.what, rewrite=call,
+                message=f"{stage.name} passes with {recipe.what}, checked on every input set: {call}"))
+
+
+def _passes_with(stage_class, ctx: StageContext, recipe) -> bool:
+    """Build a fresh stage with `recipe` on a pristine model, in a folder of its own, and run every input
+    set through it, and through the stage that runs its artifact where it names one (the ONNX file in
+    onnxruntime): a recipe passes only where what users deploy passes."""
+    import shutil
+
+    from compatcheck import stages
+
+    stage = stage_class()
+    artifacts, folder = dict(ctx.artifacts), ctx.workdir / "recipes" / stage.name
+    ctx.recipe, ctx.artifact_dir = recipe, folder
+    ctx.spec.fresh_model()
+    checks = [stage, *([stages.load(stage.proven_by)] if stage.proven_by else [])]
+    ran = False  # proven only by running something on every input set
+    try:
+        with isolated_globals(), recording_warnings([]), torch.no_grad():
+            for check in checks:
+                if check is not stage and skip_reason(check, ctx):
+                    return False  # nothing here runs the artifact: the recipe is not proven
+                runner = check.build(ctx)
+                if runner is None:
+                    continue
+                if not all(run_input_set(ctx, runner, index, one, check.flat_outputs).ok
+                           for index, one in enumerate(ctx.spec.input_sets)):
+                    return False
+                ran = True
+            return ran
+    except MODEL_ERRORS:
+        return False
+    finally:
+        for check in checks:
+            check.close()
+        ctx.recipe, ctx.artifact_dir = None, None
+        ctx.artifacts.clear()
+        ctx.artifacts.update(artifacts)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _release(*errors: BaseException | None) -> None:
@@ -191,6 +274,7 @@ def run_input_set(ctx, runner, index, input_set, flat: bool, raised: list | None
     """Run the artifact on one input set and compare its outputs with eager's; what it raises goes
     into `raised`."""
     started = time.perf_counter()
+    torch.manual_seed(SEEDS[0])  # as eager's reference run was
     try:
         outputs = runner(input_set)
     except MODEL_ERRORS as exc:
@@ -202,7 +286,59 @@ def run_input_set(ctx, runner, index, input_set, flat: bool, raised: list | None
     noise = ctx.noise[index] if ctx.noise is not None else None
     leaves, structure = compare_outputs(
         ctx.reference[index], outputs, ctx.tolerances, flat=flat, noise=noise,
-        fp64=lambda: ctx.fp64(index),
+        fp64=lambda: ctx.fp64(index), values=not ctx.varies,
     )
     ok = all(leaf.ok for leaf in leaves) and bool(leaves or not structure)
+    if ok and ctx.varies:
+        ok, structure = _varies_too(ctx, runner, input_set, outputs, structure, raised)
     return InputSetResult(index=index, ok=ok, structure=structure, seconds=seconds, leaves=leaves)
+
+
+def _varies(ctx) -> str:
+    """'aten.bernoulli_ at model.py:12': what makes eager's outputs change, and where."""
+    site = ctx.varies.first()
+    return site.what + (f" at {ctx.spec.user.display(site.frame.filename)}:{site.frame.lineno}" if site.frame else "")
+
+
+def _lost(ctx) -> str:
+    if ctx.varies.random:
+        return (f"the randomness was lost: eager's outputs change with the seed ({_varies(ctx)}), these do not: one "
+                "draw was frozen in when the artifact was built")
+    return (f"the reading of the clock was lost: eager's outputs change with the time ({_varies(ctx)}), these do "
+            "not: the time the artifact was built at is frozen in")
+
+
+def _variation_finding(stage: str, ctx, result) -> Finding:
+    """For a model random by design or reading the clock: its outputs were not compared value by value;
+    the artifact kept varying (a note), or it did not (the randomness was lost when it was built)."""
+    site = ctx.varies.first()
+    if result.status is Status.PASS:
+        return ctx.spec.user.finding(
+            stage, "nondeterministic", f"values not compared: {_what_varies(ctx)}; the artifact's outputs change with "
+            f"the {'seed' if ctx.varies.random else 'time'} as eager's do, and their types and shapes match",
+            location=site.frame, op=site.what)
+    return ctx.spec.user.finding(stage, "variation-lost", _lost(ctx), location=site.frame, op=site.what)
+
+
+def _what_varies(ctx) -> str:
+    return f"{'random' if ctx.varies.random else 'reads the clock'} ({_varies(ctx)})"
+
+
+def _varies_too(ctx, runner, input_set, outputs, structure, raised) -> tuple[bool, str | None]:
+    """For a model random by design (or reading the clock): run the artifact again under the other seed
+    (or with the clock moved); its outputs must change too."""
+    try:
+        if ctx.varies.random:
+            torch.manual_seed(SEEDS[1])
+            again = runner(input_set.copy())
+        else:
+            with clock_moved():
+                torch.manual_seed(SEEDS[0])
+                again = runner(input_set.copy())
+    except MODEL_ERRORS as exc:
+        if raised is not None:
+            raised.append(exc)
+        return False, f"running it again under another {'seed' if ctx.varies.random else 'clock'} raised {one_line(exc)}"
+    if identical(outputs, again):
+        return False, _lost(ctx)
+    return True, structure

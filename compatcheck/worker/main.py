@@ -31,6 +31,7 @@ def loaded_message(spec) -> Loaded:
     info = ModelInfo(
         path=str(spec.path), factory=spec.factory, input_sets=len(spec.input_sets),
         input_shapes=[[list(t.shape) for t in s.leaves()] for s in spec.input_sets],
+        constants={name: repr(value) for name, value in spec.input_sets[0].constants()},
         dynamic_shapes=describe_dynamic_shapes(spec.dynamic_shapes),
         dynamic_shapes_inferred=spec.dynamic_shapes_inferred, tolerance=spec.tolerance,
     )

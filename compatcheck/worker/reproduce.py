@@ -104,10 +104,12 @@ class Reproduction:
         self.dynamic_shapes = self.spec.dynamic_shapes
 
     def check(self, build, flat: bool, expected: str | None) -> int:
+        import torch
+
         from compatcheck.errors import one_line
         from compatcheck.worker.harness import isolated_globals, run_input_set, status_of
 
-        with isolated_globals():
+        with isolated_globals(), torch.no_grad():  # the deployer's recipe, as the stage built it
             try:
                 run = build()
             except Exception as exc:

@@ -1,0 +1,110 @@
+"""Outputs that change by design: a forward that draws random numbers or reads the clock.
+
+Every run is seeded the same, so a forward with `torch.rand` or `dropout(training=True)` agrees with
+itself and would be compared value by value, with the noise of an fp64 run (which draws other numbers)
+as the tolerance: anything of that size passes. So randomness is found by running eager with another
+seed, and the clock by running it with the clock moved; the random op and the clock read are named at
+the user's line. For such a model no artifact's values are compared with eager's: each artifact is
+run again under the other seed (or clock), and it must vary too, else the randomness or the reading of
+the clock was lost when it was built.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+SEEDS = (0, 1)  # the seed of every run, and the other one that shows randomness
+# Moved by a year and a fraction of a second: `time.time() % N` and the date change both.
+CLOCK_SHIFT_S = 365.25 * 86400 + 0.375
+_CLOCKS = ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns")
+
+
+@dataclass
+class Site:
+    what: str  # "aten.bernoulli", "time.time"
+    frame: traceback.FrameSummary | None  # the user's line, when the call came from their code
+
+
+@dataclass
+class Variation:
+    """What makes the model's outputs change: random ops, clock reads; empty when they do not."""
+
+    random: list[Site] = field(default_factory=list)
+    clock: list[Site] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.random or self.clock)
+
+    def first(self) -> Site:
+        return (self.random or self.clock)[0]
+
+    def kind(self) -> str:
+        return "random" if self.random else "clock"
+
+
+class _RandomOps(TorchDispatchMode):
+    """Records every op that draws from torch's generator (tagged nondeterministic_seeded)."""
+
+    def __init__(self, user, found: list[Site]):
+        super().__init__()
+        self.user, self.found = user, found
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+            name = f"aten.{func.overloadpacket.__name__}"
+            if all(site.what != name for site in self.found):
+                self.found.append(Site(name, self.user.innermost(traceback.extract_stack()[:-1])))
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def recording_random_ops(user):
+    found: list[Site] = []
+    with _RandomOps(user, found):
+        yield found
+
+
+@contextmanager
+def clock_moved(user=None, found: list[Site] | None = None, shift: float = CLOCK_SHIFT_S):
+    """time.time() and its kin (in `time`, and where a user module imported them by name) run `shift`
+    seconds ahead; calls from user code are recorded into `found`."""
+    originals = {name: getattr(time, name) for name in _CLOCKS}
+    moved = {}
+    for name, original in originals.items():
+        step = int(shift * 1e9) if name.endswith("_ns") else shift
+
+        def ahead(original=original, step=step, name=name):
+            if found is not None and user is not None:
+                frame = user.innermost(traceback.extract_stack()[:-1])
+                if frame is not None and all(site.what != f"time.{name}" for site in found):
+                    found.append(Site(f"time.{name}", frame))
+            return original() + step
+
+        moved[name] = ahead
+    imported = [(module, attribute, value) for module in _user_modules(user) for attribute, value in vars(module).items()
+                if any(value is original for original in originals.values())]
+    try:
+        for name, function in moved.items():
+            setattr(time, name, function)
+        for module, attribute, value in imported:
+            setattr(module, attribute, moved[next(n for n, o in originals.items() if o is value)])
+        yield found
+    finally:
+        for name, original in originals.items():
+            setattr(time, name, original)
+        for module, attribute, value in imported:
+            setattr(module, attribute, value)
+
+
+def _user_modules(user) -> list:
+    if user is None:
+        return []
+    return [module for module in list(sys.modules.values())
+            if user.owns(getattr(module, "__file__", None))]

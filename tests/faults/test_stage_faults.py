@@ -38,3 +38,18 @@ def test_nothing_crashed_means_one_worker(tmp_path):
     proc, report = run_json(tmp_path, "run", str(HERE / "dies_when_traced.py"), "--stages",
                             "eager,onnx_export,onnxruntime", timeout=300)
     assert proc.returncode == 0 and report["workers"] == 1
+
+
+def test_a_stage_that_changes_its_model_and_fails_leaves_the_next_stages_as_if_it_had_not_run(tmp_path):
+    """Each stage gets a pristine copy of the model: the failed trace's attribute cache, the buffer it wrote
+    and the submodule it replaced reach no later stage."""
+    model = str(HERE / "mutates_itself_when_traced.py")
+    (tmp_path / "with").mkdir()
+    (tmp_path / "without").mkdir()
+    _, with_trace = run_json(tmp_path / "with", "run", model, "--stages", "eager,jit_trace,onnx_export,onnxruntime")
+    _, without = run_json(tmp_path / "without", "run", model, "--stages", "eager,onnx_export,onnxruntime")
+    assert verdicts(with_trace)["jit_trace"] == "fail" and with_trace["workers"] == 1  # the same worker went on
+    after = {s["name"]: (s["status"], s["max_abs_error"]) for s in with_trace["stages"] if s["name"] != "jit_trace"}
+    assert after == {s["name"]: (s["status"], s["max_abs_error"]) for s in without["stages"]}
+    assert set(verdicts(without).values()) == {"pass"}
+    assert all(s["max_abs_error"] < 1e-4 for s in without["stages"])  # the copies were pristine, not merely alike

@@ -1,8 +1,14 @@
-"""Map stack frames to the user's model file, skipping torch and compatcheck internals, and find the
-library frame (transformers, timm, torchvision, ...) where something happened below the user's line."""
+"""Map stack frames to the user's code, skipping torch and compatcheck internals, and find the library
+frame (transformers, timm, torchvision, ...) where something happened below the user's line.
+
+The user's code is the model file and the files beside it, and any installed package that is neither
+the machinery under every model (torch, onnx, numpy, ...) nor a library compatcheck knows models are
+built with (KNOWN_LIBRARIES): a team's own wheel in site-packages is theirs. `--user-packages`
+marks a known library as the user's too (a fork they maintain)."""
 
 from __future__ import annotations
 
+import functools
 import linecache
 import re
 import traceback
@@ -12,20 +18,41 @@ from compatcheck.report.model import Finding
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _TRACED_FRAME = re.compile(r"^(.+\.py)\((\d+)\): \S+$")
-# Installed packages whose frames are the machinery under every model, not the library it is built with.
-_NOT_A_LIBRARY = {"torch", "functorch", "compatcheck", "onnx", "onnxscript", "onnxruntime", "numpy", "sympy"}
+# Installed packages whose frames are the machinery under every model: neither the user's nor the library
+# a model is built with.
+MACHINERY = {
+    "torch", "functorch", "torchgen", "triton", "compatcheck", "onnx", "onnxscript", "onnx_ir", "onnxruntime",
+    "numpy", "sympy", "mpmath", "scipy", "typing_extensions", "packaging", "filelock", "fsspec", "jinja2",
+    "markupsafe", "networkx", "yaml", "_yaml", "tqdm", "requests", "urllib3", "certifi", "idna", "google", "grpc",
+    "tritonclient", "pydantic", "pydantic_core", "typer", "rich", "click", "pytest", "_pytest", "pluggy",
+    "cloudpickle", "nvidia", "ml_dtypes", "PIL", "cv2", "regex", "tokenizers", "safetensors", "huggingface_hub",
+    "hf_xet", "httpx", "httpcore", "anyio", "six", "setuptools", "pkg_resources", "_distutils_hack",
+}
+# Libraries models are built with: their frames are library code, below the user's line.
+KNOWN_LIBRARIES = {
+    "transformers", "timm", "torchvision", "torchaudio", "torchtext", "diffusers", "torch_geometric", "ultralytics",
+    "accelerate", "peft", "sentence_transformers", "open_clip", "einops", "xformers", "flash_attn", "mmcv", "mmdet",
+    "detectron2", "segmentation_models_pytorch", "lightning", "pytorch_lightning", "torchmetrics", "kornia",
+    "monai", "dgl", "torch_scatter", "torch_sparse", "torch_cluster", "fairseq", "espnet", "nemo", "speechbrain",
+}
 
 
-def library_path(filename: str | None) -> str | None:
-    """'transformers/models/llama/modeling_llama.py' for a file of an installed third-party library."""
-    if not filename or filename.startswith("<"):
-        return None
+def _installed(filename: str) -> tuple[str, ...] | None:
+    """The path of an installed file under its site-packages folder, or None for a file that is not one."""
     parts = Path(filename).parts
     for marker in ("site-packages", "dist-packages"):
         if marker in parts:
-            rest = parts[len(parts) - 1 - parts[::-1].index(marker) + 1:]
-            if len(rest) > 1 and rest[0] not in _NOT_A_LIBRARY:
-                return "/".join(rest)
+            return parts[len(parts) - 1 - parts[::-1].index(marker) + 1:]
+    return None
+
+
+def library_path(filename: str | None, users: frozenset[str] = frozenset()) -> str | None:
+    """'transformers/models/llama/modeling_llama.py' for a file of a library models are built with."""
+    if not filename or filename.startswith("<"):
+        return None
+    rest = _installed(filename)
+    if rest and len(rest) > 1 and rest[0] in KNOWN_LIBRARIES and rest[0] not in users:
+        return "/".join(rest)
     return None
 
 
@@ -58,20 +85,51 @@ def _printed_locations(text: str) -> list[tuple[str, int]]:
     return found
 
 
-class UserCode:
-    """Knows which files are the user's: the model file, and files beside it."""
+def _top_package(path: Path) -> str | None:
+    """The top-level package a file outside site-packages belongs to (an editable install, a checkout),
+    by its folders' __init__.py files; None for a file in no package."""
+    top = None
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        top, folder = folder.name, folder.parent
+    return top
 
-    def __init__(self, model_file: Path):
+
+@functools.cache
+def _stdlib() -> tuple[str, ...]:
+    import sysconfig
+
+    return tuple({str(Path(sysconfig.get_paths()[key]).resolve()) for key in ("stdlib", "platstdlib")})
+
+
+def _in_stdlib(path: Path) -> bool:
+    return str(path).startswith(_stdlib())
+
+
+class UserCode:
+    """Knows which files are the user's: the model file, files beside it, and installed packages that are
+    neither machinery nor a known library (or that `packages` names)."""
+
+    def __init__(self, model_file: Path, packages=()):
         self.model_file = Path(model_file).resolve()
         self.root = self.model_file.parent
+        self.packages = frozenset(packages)  # installed packages marked as the user's own
 
     def owns(self, filename: str | None) -> bool:
         if not filename or filename.startswith("<"):
             return False
         path = Path(filename).resolve()
-        if "site-packages" in path.parts or "dist-packages" in path.parts or _PACKAGE_DIR in path.parents:
+        if _PACKAGE_DIR in path.parents:
             return False
-        return path == self.model_file or self.root in path.parents
+        installed = _installed(str(path))  # first: a virtual environment may live inside the project
+        if installed is None and (path == self.model_file or self.root in path.parents):
+            return True
+        top = installed[0].removesuffix(".py") if installed else _top_package(path)
+        if top in self.packages:
+            return True
+        if top in MACHINERY | KNOWN_LIBRARIES or (installed is None and _in_stdlib(path)):
+            return False
+        return top is not None  # an installed or editable package of the user's own
 
     def innermost(self, frames: list[traceback.FrameSummary]) -> traceback.FrameSummary | None:
         """The innermost frame in the user's code; frames are outermost first, as traceback gives them."""
@@ -105,7 +163,7 @@ class UserCode:
         never passes through the user's code); `stack` is FrameSummaries or a printed stack."""
         pairs = _pairs(stack)
         user = max((i for i, (name, _) in enumerate(pairs) if self.owns(name)), default=-1)
-        return next(((name, line) for name, line in reversed(pairs[user + 1:]) if library_path(name)), None)
+        return next(((name, line) for name, line in reversed(pairs[user + 1:]) if library_path(name, self.packages)), None)
 
     def exception_stack(self, exc: BaseException) -> list[traceback.FrameSummary]:
         """The traceback of the exception in the cause/context chain that passes through the user's code,
@@ -142,7 +200,7 @@ class UserCode:
         )
         library = self.library_frame(stack) if stack is not None else None
         if library is not None:
-            finding.library_file = library_path(library[0])
+            finding.library_file = library_path(library[0], self.packages)
             finding.library_line = library[1]
             finding.library_code = _source(*library)
         return finding

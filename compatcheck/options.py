@@ -116,6 +116,10 @@ OPTIONS = (
     Option("diagnose_budget", float, None, "Seconds the search for further graph breaks may take (default: the "
            "stage's own time + 10); the finding says when the list was cut short.", doors=_VERDICT, cache_key=True,
            gt=0, check=_finite),
+    Option("user_packages", list, None, "Installed packages whose code is yours, comma-separated: findings point "
+           "into them as into your model file. Without it, every installed package but torch's machinery and the "
+           "libraries models are built with (transformers, timm, ...) is taken as yours.", doors=_VERDICT,
+           cache_key=True),
     Option("rewrites", Path, None, "A YAML rewrite catalog; its entries take precedence over the built-in ones.",
            doors=("cli", "api", "pytest", "worker"), cache_key=True),
     Option("triton", str, "local", "Server for the triton stage: a local tritonserver binary, the official "
@@ -245,7 +249,7 @@ def _problem(option: Option, error: dict) -> str:
 
 
 _KINDS = {float: "a number", int: "a whole number", bool: "True or False", str: "a string", Path: "a path",
-          list: "a list of stage names"}
+          list: "a list of names"}
 
 
 def parse(values: dict, *, flags: bool = False, door: str = "api"):

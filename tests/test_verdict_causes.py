@@ -34,8 +34,9 @@ def line_of(path: Path, start: str) -> int:
 def test_each_cause_gets_the_plain_scripts_verdicts_and_its_findings(path):
     expected = literal(path, "EXPECTED")
     module = load(path)
-    report = check(module.get_model(), module.get_inputs(), isolate=False, stages=list(expected), cache=False,
-                   compile_backend="aot_eager")
+    dynamic = module.get_dynamic_shapes() if hasattr(module, "get_dynamic_shapes") else None
+    report = check(module.get_model(), module.get_inputs(), dynamic_shapes=dynamic, isolate=False,
+                   stages=list(expected), cache=False, compile_backend="aot_eager")
     assert {s.name: s.status.value for s in report.stages} == expected, {
         s.name: (s.status.value, s.reason) for s in report.stages}
     for want in literal(path, "EXPECTED_FINDINGS"):

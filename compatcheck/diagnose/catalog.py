@@ -8,6 +8,7 @@ so the CLI can validate a user's file before starting the worker.
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import yaml
@@ -20,6 +21,13 @@ from compatcheck.ladder import NAMES
 BUILTIN = Path(__file__).with_name("rewrites.yaml")
 
 
+def _known(stages: list[str]) -> list[str]:
+    unknown = [name for name in stages if name not in NAMES]
+    if unknown:
+        raise ValueError(f"unknown stage(s) {', '.join(unknown)}; stages are: {', '.join(NAMES)}")
+    return stages
+
+
 class Entry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -29,6 +37,9 @@ class Entry(BaseModel):
     kinds: list[str] = Field([], description="finding kinds it covers; empty: any kind of a listed op")
     breaks: list[str] = Field(min_length=1, description="the stages (targets) it blocks or miscomputes")
     why: str
+    code: str | None = Field(None, description="a regex the finding's source line must match for the entry to "
+                                               "apply; its named groups fill {name} in the rewrite, so the "
+                                               "rewrite is made from the user's own line")
     rewrite: str = Field(min_length=1, description="the replacement, as code")
     caveat: str | None = Field(None, description="numerical or semantic difference of the rewrite")
     status: str | None = Field(None, description="where it stands with today's versions, e.g. passes every stage")
@@ -36,33 +47,102 @@ class Entry(BaseModel):
     @field_validator("breaks")
     @classmethod
     def _known_stages(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in NAMES]
-        if unknown:
-            raise ValueError(f"unknown stage(s) {', '.join(unknown)}; stages are: {', '.join(NAMES)}")
-        return value
+        return _known(value)
 
     @model_validator(mode="after")
     def _matches_something(self) -> "Entry":
         if not self.ops and not self.kinds:
             raise ValueError("an entry needs ops or kinds, or it would match every finding")
+        if self.code is not None:
+            try:
+                pattern = re.compile(self.code)
+            except re.error as exc:
+                raise ValueError(f"code is not a valid regex: {exc}") from None
+            missing = set(re.findall(r"{(\w+)}", self.rewrite)) - set(pattern.groupindex)
+            if missing:
+                raise ValueError(f"the rewrite names {', '.join(sorted(missing))}, which code does not capture")
         return self
 
     def matches(self, finding: Finding) -> bool:
         if finding.stage not in self.breaks or (self.kinds and finding.kind not in self.kinds):
             return False
+        if self.code is not None and not re.search(self.code, finding.code or ""):
+            return False  # the template is made for another construct than the one on this line
         if not self.ops:
             return True
         return finding.op is not None and any(finding.op == op or finding.op.startswith(op + ".") for op in self.ops)
 
-    def text(self) -> str:
-        """The rewrite as it goes into a finding: the code, then the caveat as a comment."""
+    def text(self, finding: Finding | None = None) -> str:
+        """The rewrite as it goes into a finding, filled from its line where the entry captures parts of
+        it: the code, then the caveat as a comment."""
         code = self.rewrite.rstrip()
+        if self.code is not None and finding is not None:
+            found = re.search(self.code, finding.code or "")
+            code = re.sub(r"{(\w+)}", lambda m: (found.group(m.group(1)) or "") if found else m.group(0), code)
         return f"{code}\n# Caveat: {self.caveat.strip()}" if self.caveat else code
 
 
+class Setting(BaseModel):
+    """Something set on the built model, from a fixed vocabulary: a method the library offers, called
+    with `args`, or an attribute at a dotted `path` (read at forward time) given `value`. Applied to
+    the first module of the model that has it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call: str | None = Field(None, pattern=r"^[A-Za-z_]\w*$", description="a method of the library's model")
+    args: list[str | int | float | bool | None] = []
+    attribute: str | None = Field(None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+    value: str | int | float | bool | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "Setting":
+        if (self.call is None) == (self.attribute is None):
+            raise ValueError("a setting is a call or an attribute, one of the two")
+        return self
+
+
+class RecipeEntry(BaseModel):
+    """Another way to build a stage, offered where a finding's cause lies in a library's code: proven by
+    running it before it is offered, never executed as code (a fixed vocabulary of settings)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    title: str
+    library: str = Field(description="the package whose frame the finding points into, e.g. transformers")
+    words: list[str] = Field(min_length=1, description="one of them must be in the finding's library file, "
+                                                       "library line, op or message")
+    stages: list[str] = Field(min_length=1)
+    setting: Setting | None = None
+    exporter: dict[str, bool | int | str] = Field({}, description="keywords of the stage's export call")
+    factory: str | None = Field(None, description="the argument that does it at construction, in get_model()")
+
+    @field_validator("stages")
+    @classmethod
+    def _known_stages(cls, value: list[str]) -> list[str]:
+        return _known(value)
+
+    @model_validator(mode="after")
+    def _does_something(self) -> "RecipeEntry":
+        if self.setting is None and not self.exporter:
+            raise ValueError("a recipe needs a setting or exporter keywords")
+        return self
+
+    def matches(self, finding: Finding) -> bool:
+        if finding.stage not in self.stages or not (finding.library_file or "").startswith(self.library + "/"):
+            return False
+        evidence = " ".join(filter(None, (finding.library_file, finding.library_code, finding.op, finding.message)))
+        return any(word in evidence for word in self.words)
+
+
 class Catalog:
-    def __init__(self, entries: list[Entry]):
+    def __init__(self, entries: list[Entry], recipes: list[RecipeEntry] = ()):
         self.entries = entries
+        self.recipes = list(recipes)
+
+    def recipes_for(self, findings: list[Finding]) -> list[RecipeEntry]:
+        """The recipes whose library and words a finding of the stage matches, each once."""
+        return [recipe for recipe in self.recipes if any(recipe.matches(finding) for finding in findings)]
 
     def match(self, finding: Finding) -> Entry | None:
         return next((entry for entry in self.entries if entry.matches(finding)), None)
@@ -78,12 +158,13 @@ class Catalog:
                 continue
             entry = None if finding.rewrite else self.match(finding)
             if entry is not None:
-                finding.rewrite = entry.text()
+                finding.rewrite = entry.text(finding)
         return findings
 
 
-def parse(path: Path) -> list[Entry]:
-    """The entries of one catalog file, or a UsageError naming the file and the bad entry."""
+def parse(path: Path) -> list[Entry | RecipeEntry]:
+    """The entries of one catalog file (rewrites, and recipes: those with a `library`), or a UsageError
+    naming the file and the bad entry."""
     try:
         data = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
@@ -95,7 +176,8 @@ def parse(path: Path) -> list[Entry]:
     entries = []
     for index, item in enumerate(data, 1):
         try:
-            entries.append(Entry.model_validate(item))
+            kind = RecipeEntry if isinstance(item, dict) and "library" in item else Entry
+            entries.append(kind.model_validate(item))
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "entry"
@@ -116,7 +198,8 @@ def load(user_file: str | None = None) -> Catalog:
     builtin = parse(BUILTIN)
     user = parse(Path(user_file)) if user_file else []
     replaced = {entry.id for entry in user}
-    return Catalog(user + [entry for entry in builtin if entry.id not in replaced])
+    entries = user + [entry for entry in builtin if entry.id not in replaced]
+    return Catalog([e for e in entries if isinstance(e, Entry)], [e for e in entries if isinstance(e, RecipeEntry)])
 
 
 def with_rewrites(miner):

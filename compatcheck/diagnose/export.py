@@ -66,7 +66,49 @@ def stage_findings(stage: str, ctx, error: BaseException | None, program=None, k
     """A stage's findings: those its restated error carries, else the error at the user's line; for a
     program that built but failed on an input set, the dimensions it pinned."""
     if error is None:
-        return pinned_findings(stage, ctx, program)
+        return pinned_findings(stage, ctx, program) + state_findings(stage, ctx)
     if isinstance(error, Diagnosed):
         return error.findings
     return output_type_findings(stage, ctx, error) or [error_finding(stage, ctx, error, kind)]
+
+
+_UNREGISTERED = re.compile(r"The tensor attribute self\.([\w.]+) was assigned during export")
+
+
+def state_findings(stage: str, ctx) -> list:
+    """torch.export's warning that forward assigns a tensor attribute, at the line that assigns it: the
+    exported program computes with the value but keeps none of it between calls."""
+    import inspect
+
+    from compatcheck.diagnose.torchscript import user_forwards
+
+    findings = []
+    for warning, _ in ctx.warnings:
+        found = _UNREGISTERED.search(str(warning.message))
+        if found is None:
+            continue
+        name = found.group(1)
+        assigns = re.compile(rf"\bself\.{re.escape(name)}\s*=[^=]")
+        location = None
+        for forward in user_forwards(ctx.spec.model):
+            try:
+                lines, start = inspect.getsourcelines(forward)
+                file = inspect.getsourcefile(forward)
+            except (OSError, TypeError):
+                continue
+            line = next((start + i for i, text in enumerate(lines) if assigns.search(text)), None)
+            if line is not None and ctx.spec.user.owns(file):
+                location = (file, line)
+                break
+        finding = ctx.spec.user.finding(
+            stage, "unregistered-state", f"forward assigns the tensor attribute self.{name}: the exported program "
+            "uses the value within the call but does not keep it between calls, as eager does. Register it as a "
+            "buffer and write into it, or keep it a local if nothing reads it later", location=location,
+            op=f"self.{name}")
+        if finding.code:
+            finding.rewrite = (f"# in __init__: state the exported program keeps\n"
+                               f"self.register_buffer({name!r}, torch.zeros(SHAPE), persistent=False)\n"
+                               f"# in forward: write into it in place\n"
+                               f"self.{name}.copy_({finding.code.split('=', 1)[1].strip()})")
+        findings.append(finding)
+    return findings

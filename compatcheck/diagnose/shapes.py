@@ -104,7 +104,7 @@ def _guards(ctx) -> list[tuple[str, dict[str, str], list[traceback.FrameSummary]
             continue
         data = failure.data
         symbols = {sym: dim_name(source) for sym, source in data.get("symbol_to_sources", {}).items()}
-        guards.append((data["expr"], symbols, _frames(report, data.get("stack") or data.get("user_stack") or [])))
+        guards.append((data["expr"], symbols, _frames(report, [*(data.get("user_stack") or []), *(data.get("stack") or [])])))
     return guards
 
 
@@ -145,6 +145,45 @@ def specializations(ctx, dims: dict[str, int]) -> list[Specialization]:
     return found
 
 
+_SIZE_BRANCH = re.compile(r"^\s*(?:el)?if\s+(.+?)\s*:\s*$")
+
+
+def _shape_branch(code: str | None, dim: str) -> str | None:
+    """For `if x.shape[0] == 3:` on a dynamic size: both branches kept in the graph with torch.cond on
+    that condition, or the dim kept static. None for any other line."""
+    branch = _SIZE_BRANCH.match(code or "")
+    if not branch or not re.search(r"\.(shape\[|size\()", branch.group(1)):
+        return None
+    condition = branch.group(1)
+    tensor = re.match(r"(\w+)\.", condition)
+    args = tensor.group(1) if tensor else "x"
+    return (f"# the branch depends on a dynamic size: keep both sides in the graph, chosen when it runs\n"
+            f"def taken({args}): ...      # the body under `if {condition}:`\n"
+            f"def not_taken({args}): ...  # what runs otherwise\n"
+            f"out = torch.cond({condition}, taken, not_taken, ({args},))\n"
+            f"# or, if deployment only ever sees one size there, keep {dim} static: leave it out of the "
+            "dynamic shapes")
+
+
+def call_into_children(ctx) -> tuple[str, int] | None:
+    """The one line of the model's forward that calls a submodule (`return self.lm(...)`), when the model
+    is the user's: where their code hands over to the library that did the rest."""
+    import inspect
+
+    model = ctx.spec.model
+    try:
+        lines, start = inspect.getsourcelines(type(model).forward)
+        file = inspect.getsourcefile(type(model).forward)
+    except (OSError, TypeError):
+        return None
+    if not ctx.spec.user.owns(file):
+        return None
+    children = {name for name, _ in model.named_children()}
+    calls = [start + offset for offset, line in enumerate(lines)
+             if any(name in children for name in re.findall(r"\bself\.(\w+)\s*\(", line))]
+    return (file, calls[0]) if len(calls) == 1 else None
+
+
 def _called_from(user, stack, at) -> str:
     """' (in helper(), called from forward() at m.py:18)' when the pinning line is in a function the
     model calls: the outermost of the user's frames says where the model reaches it."""
@@ -161,18 +200,56 @@ def findings(stage: str, ctx, dims: dict[str, int]) -> list:
     why = "it varies across the input sets" if ctx.spec.dynamic_shapes_inferred else "get_dynamic_shapes() says so"
     result = []
     for one in specializations(ctx, dims):
-        at = user.innermost(one.stack)
+        # In library code the guard's stack may hold no frame of the user's: then the line of theirs that
+        # calls into the library is where the finding points.
+        at = user.innermost(one.stack) or call_into_children(ctx)
         pinned = f"pinned it to {one.value}" if one.value is not None else "pinned it"
-        how = "" if at is None else _called_from(user, one.stack, at)
+        how = "" if not isinstance(at, traceback.FrameSummary) else _called_from(user, one.stack, at)
         message = (f"{one.dim} is dynamic ({why}) but this code {pinned}{how}: {BY_NAME[stage].artifact} accepts only "
                    "that size")
-        finding = user.finding(stage, "dynamic-shape", message, location=at)
+        finding = user.finding(stage, "dynamic-shape", message, location=at, stack=one.stack)
         finding.op = construct(finding.code)
+        finding.rewrite = _shape_branch(finding.code, one.dim)
         result.append(finding)
     return result
 
 
 def error_findings(stage: str, ctx, error: BaseException | None) -> list:
-    """Dynamic-shape findings for an export error that pinned a dynamic dimension; [] for other errors."""
+    """Dynamic-shape findings for an export error that pinned a dynamic dimension, or whose guards do not
+    hold for every size a declared dimension may take; [] for other errors."""
     dims = pinned_dims(error)
-    return findings(stage, ctx, dims) if dims else []
+    return findings(stage, ctx, dims) if dims else violated_findings(stage, ctx, error)
+
+
+_VIOLATED = re.compile(r"Not all values of (\w+) = (\S+) in the specified range satisfy the generated guard (.+?)\.?$",
+                       re.M)
+
+
+def violated_findings(stage: str, ctx, error: BaseException | None) -> list:
+    """A declared dynamic dim whose guard torch cannot prove for its whole range ('Constraints violated'):
+    the code computes with the size in a way that holds only for some sizes (`round(x.shape[0] / 2)`).
+    The guard's stack, from draft_export, gives the line."""
+    user = ctx.spec.user
+    by_dim: dict[tuple[str, str], list[str]] = {}
+    for name, source, guard in _VIOLATED.findall(chain_text(error)):
+        guard = re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.shape[\2]", guard)
+        said = by_dim.setdefault((name, dim_name(source)), [])
+        if guard not in said:  # a restated error repeats the one it restates
+            said.append(guard)
+    result = []
+    for (name, dim), said in by_dim.items():
+        function = re.match(r"(\w+)\(", said[0])
+        try:
+            guards = [(expr, stack) for expr, symbols, stack in _guards(ctx) if dim in symbols.values()]
+        except Exception:
+            guards = []
+        guards.sort(key=lambda g: not (function and function.group(1).lower() in g[0].lower()))
+        stack = guards[0][1] if guards else []
+        message = (f"{dim} is declared dynamic ({name}), but the code adds guards that do not hold for every size it "
+                   f"may take: {'; '.join(said)}. Compute with the size in torch ops that hold for all sizes, or "
+                   "narrow the dim's range (Dim(..., min=, max=)) to where they hold")
+        finding = user.finding(stage, "dynamic-shape", message, location=user.innermost(stack) or call_into_children(ctx),
+                               stack=stack)
+        finding.op = function.group(1) if function else construct(finding.code)
+        result.append(finding)
+    return result

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import traceback
 import types
+from pathlib import Path
 
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
@@ -26,7 +27,7 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {first}".rstrip(": ")
 
 
-def _user_forwards(model):
+def user_forwards(model):
     """The forward function of each module class in the model, once each."""
     seen = set()
     for module in model.modules():
@@ -39,7 +40,7 @@ def _user_forwards(model):
 def _numpy_calls(ctx) -> list[tuple[str, int, list[str]]]:
     """(file, line, ['numpy.sqrt', ...]) for each line of a user forward that calls into numpy."""
     found = []
-    for forward in _user_forwards(ctx.spec.model):
+    for forward in user_forwards(ctx.spec.model):
         file = inspect.getsourcefile(forward)
         if not ctx.spec.user.owns(file):
             continue
@@ -108,7 +109,7 @@ def _library_modules(model):
 def _calling_line(ctx, attribute: str):
     """The line of a user forward that uses `self.<attribute>` (the call into the library), if any."""
     head = attribute.split(".")[0]
-    for forward in _user_forwards(ctx.spec.model):
+    for forward in user_forwards(ctx.spec.model):
         file = inspect.getsourcefile(forward)
         if not ctx.spec.user.owns(file):
             continue
@@ -138,7 +139,9 @@ def _library_not_scriptable(stage: str, ctx, error: BaseException):
     if named is None and not any(words & set(vars(sys.modules.get(type(m).__module__, object)))
                                  for _, m, _ in modules):
         return None
-    attribute, module, file = modules[0]
+    # The submodule whose own code failed, where the error names its file; else the outermost one.
+    failed = [m for m in modules if named is not None and Path(m[2]).resolve() == Path(named[0]).resolve()]
+    attribute, module, file = (failed or modules)[0]
     if named is not None:
         file, line = named
     else:  # the class statement, below its decorators
@@ -257,10 +260,10 @@ def trace_findings(stage: str, ctx, error: BaseException | None) -> list:
                     finding.message += f" Input set {index + 1} proves it: there the trace differs from eager."
     if error is None and first_mismatch(ctx) is not None:
         findings = _pinned_sizes(stage, ctx, findings)
-    if error is not None:
+    if error is not None:  # what stopped the trace comes first: the warnings before it did not
         container = re.search(r"Encountering a (dict|list) at the output of the tracer", str(error))
         if container:
-            findings.append(_container_output(stage, ctx, error, container.group(1)))
+            findings.insert(0, _container_output(stage, ctx, error, container.group(1)))
         else:
-            findings.append(_frontend_finding(stage, ctx, error, "trace-error"))
+            findings.insert(0, _frontend_finding(stage, ctx, error, "trace-error"))
     return findings

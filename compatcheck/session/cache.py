@@ -3,7 +3,7 @@
 An entry is found in two steps, the way ccache's manifests work:
 1. The run key (`RunKey`) names a folder. It hashes what is known before anything runs:
    - compatcheck's version and the content of its own files (a few milliseconds): another version,
-     or a checkout edited since, may decide differently;
+     or a checkout edited since, may decide differently (the seeds every run uses live there too);
    - the model's path and factory, and the options (and the --rewrites catalog's bytes, since
      findings carry its rewrites): they say what was run and how;
    - the interpreter (version and executable): bytecode, C extensions and torch builds differ;

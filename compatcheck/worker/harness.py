@@ -18,7 +18,7 @@ from compatcheck.compare import compare_outputs
 from compatcheck.errors import UsageError, one_line
 from compatcheck.report.model import Finding, InputSetResult, StageResult, Status
 from compatcheck.ladder import BY_NAME, REFERENCE, missing_artifact
-from compatcheck.stages.base import Stage, StageContext, identical
+from compatcheck.stages.base import Recipe, Stage, StageContext, apply_setting, identical
 from compatcheck.variation import SEEDS, clock_moved
 
 MAX_ERROR_TEXT = 20_000
@@ -164,39 +164,64 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
 
 
 def _try_recipes(stage: Stage, ctx: StageContext, result: StageResult, error: BaseException | None) -> None:
-    """Rebuild the stage the other ways it offers (another mode, keyword or sample), each on a pristine
-    model, within --diagnose-budget (default: the stage's own time + 10 s); one that passes on every
-    input set becomes a finding with the exact call. One that does not help is never offered."""
+    """Rebuild the stage the other ways it offers (another mode, keyword or sample) and the catalog's
+    recipes for the library code its findings point into, each on a pristine model, within
+    --diagnose-budget (default: the stage's own time + 10 s); one that passes on every input set becomes
+    a finding with the exact call. One that does not help is never offered."""
+    from compatcheck.diagnose.catalog import load
     from compatcheck.diagnose.sample import SIZE_ONE, proven_order
 
-    recipes = stage.recipes(ctx, error)
+    catalog = [Recipe(entry.title, keywords=tuple(entry.exporter.items()),
+                      setting=(("call", entry.setting.call, tuple(entry.setting.args)) if entry.setting.call else
+                               ("attribute", entry.setting.attribute, entry.setting.value)) if entry.setting else None,
+                      factory=entry.factory)
+               for entry in load(ctx.options.rewrites).recipes_for(result.findings)]
+    own = stage.recipes(ctx, error)
+    # The sample first (its finding needs the answer), then the library's own switches, then the stage's
+    # other settings; the search ends at the first that passes.
+    recipes = [*(r for r in own if r.sample), *catalog, *(r for r in own if not r.sample)]
     budget = ctx.options.diagnose_budget or result.seconds + 10
     started = time.perf_counter()
     outcomes: dict = {}
     for recipe in recipes:
+        if any(passed is True and not tried.sample for tried, passed in outcomes.items()):
+            break
         if time.perf_counter() - started > budget:
             outcomes[recipe] = None
             result.recipes.append(f"{recipe.what}: not tried, the search was cut short after "
                                   f"{time.perf_counter() - started:.1f}s (--diagnose-budget {budget:g})")
             continue
         outcomes[recipe] = _passes_with(type(stage), ctx, recipe)
-        result.recipes.append(f"{recipe.what}: {'passes on every input set' if outcomes[recipe] else 'fails too'}")
+        said = {True: "passes on every input set", False: "fails too", "factory": "not checked: only the factory "
+                f"can set it ({recipe.factory})" if recipe.factory else "not checked: the model has no such setting"}
+        result.recipes.append(f"{recipe.what}: {said[outcomes[recipe]]}")
     sample = next((recipe for recipe in recipes if recipe.sample), None)
     for finding in result.findings:
         if finding.op == SIZE_ONE:
             proven_order(ctx, finding, sample, outcomes.get(sample) if sample else None)
     for recipe, passed in outcomes.items():
-        if passed and not recipe.sample:
-            call = stage.call(ctx, recipe)
+        if passed is True and not recipe.sample:
+            call = "\n".join(filter(None, [recipe.setting and _setting_line(ctx, recipe), stage.call(ctx, recipe)]))
             result.findings.append(Finding(
                 stage=stage.name, kind="passes-with", op=recipe.what, rewrite=call,
-                message=f"{stage.name} passes with {recipe.what}, checked on every input set: {call}"))
+                message=f"{stage.name} passes with {recipe.what}, checked on every input set"))
+        elif passed == "factory" and recipe.factory:
+            result.findings.append(Finding(
+                stage=stage.name, kind="passes-with", op=recipe.what,
+                message=f"not checked: needs a change in your factory: build the model with {recipe.factory} "
+                        f"({recipe.what}); the built model offers no way to switch it afterwards"))
 
 
-def _passes_with(stage_class, ctx: StageContext, recipe) -> bool:
+def _setting_line(ctx: StageContext, recipe) -> str:
+    """The line that applies the recipe's setting, as it applied to a fresh copy of the model."""
+    return apply_setting(ctx.spec.pristine.copy() if ctx.spec.pristine else ctx.spec.model, recipe.setting)
+
+
+def _passes_with(stage_class, ctx: StageContext, recipe):
     """Build a fresh stage with `recipe` on a pristine model, in a folder of its own, and run every input
     set through it, and through the stage that runs its artifact where it names one (the ONNX file in
-    onnxruntime): a recipe passes only where what users deploy passes."""
+    onnxruntime): a recipe passes only where what users deploy passes. 'factory' where the recipe's
+    setting is not on the built model."""
     import shutil
 
     from compatcheck import stages
@@ -204,10 +229,15 @@ def _passes_with(stage_class, ctx: StageContext, recipe) -> bool:
     stage = stage_class()
     artifacts, folder = dict(ctx.artifacts), ctx.workdir / "recipes" / stage.name
     ctx.recipe, ctx.artifact_dir = recipe, folder
-    ctx.spec.fresh_model()
+    model = ctx.spec.fresh_model()
     checks = [stage, *([stages.load(stage.proven_by)] if stage.proven_by else [])]
     ran = False  # proven only by running something on every input set
     try:
+        if recipe.setting:
+            try:
+                apply_setting(model, recipe.setting)
+            except LookupError:
+                return "factory"
         with isolated_globals(), recording_warnings([]), torch.no_grad():
             for check in checks:
                 if check is not stage and skip_reason(check, ctx):

@@ -20,7 +20,8 @@ LAYERS = (
     ("diagnose", "findings from each stage's evidence, the rewrite catalog", ("compatcheck.diagnose",)),
     ("model", "loading the model file, comparing outputs, the user's frames, torch's features, the worker protocol",
      ("compatcheck.spec", "compatcheck.payload", "compatcheck.compare", "compatcheck.frames",
-      "compatcheck.torch_features", "compatcheck.onnxruntime_session", "compatcheck.protocol")),
+      "compatcheck.torch_features", "compatcheck.onnxruntime_session", "compatcheck.protocol",
+      "compatcheck.variation", "compatcheck.recipes")),
     ("report", "the report model (the JSON schema) and its renderers, route summaries", ("compatcheck.report",)),
     ("ground", "the package's face (its version), the options table, the ladder and route tables, errors, files, "
                "redaction, what the host has",

@@ -28,10 +28,12 @@ REQUIRED = {
     "torch.stack": (("onnx_export", "unsupported-op", "aten.stack"), "stack"),
     "nn.MultiheadAttention masks": (("onnx_export", "unsupported-op", "aten._native_multi_head_attention"),
                                     "multihead-attention-masks"),
-    "numpy calls": (("jit_script", "unsupported-python", "numpy.sqrt"), "numpy-in-forward"),
-    ".item()": (("jit_trace", "frozen-constant", "Tensor.item"), "scalar-leaves-graph"),
-    ".tolist()": (("compile_fullgraph", "graph-break", "Tensor.tolist"), "scalar-leaves-graph"),
-    "data-dependent if": (("compile_fullgraph", "graph-break", "if"), "data-dependent-if"),
+    "numpy calls": (("jit_script", "unsupported-python", "numpy.sqrt", "scale = np.sqrt(y.numpy())"),
+                    "numpy-in-forward"),
+    ".item()": (("jit_trace", "frozen-constant", "Tensor.item", "peak = x.abs().max().item()"), "scalar-leaves-graph"),
+    ".tolist()": (("compile_fullgraph", "graph-break", "Tensor.tolist", "sizes = lengths.tolist()"),
+                  "scalar-leaves-graph"),
+    "data-dependent if": (("compile_fullgraph", "graph-break", "if", "if x.sum() > 0:"), "data-dependent-if"),
     "autograd.Function under jit.script": (("jit_script", "unsupported-python", "torch.autograd.Function"),
                                            "autograd-function-script"),
     "dict outputs under jit.trace": (("jit_trace", "container-output", "dict"), "dict-output-trace"),
@@ -39,12 +41,18 @@ REQUIRED = {
 }
 
 
-def finding(stage, kind, op):
-    return Finding(stage=stage, kind=kind, op=op, message="m")
+def finding(stage, kind, op, code=None):
+    return Finding(stage=stage, kind=kind, op=op, code=code, message="m")
 
 
 def all_expected_findings():
-    return [finding(stage, kind, op) for stem in MODELS_WITH_FINDINGS for stage, kind, op, _ in expected_findings(stem)]
+    """The example models' expected findings, with the source line each points at."""
+    found = []
+    for stem in MODELS_WITH_FINDINGS:
+        lines = (MODELS / f"{stem}.py").read_text().splitlines()
+        found += [finding(stage, kind, op, lines[line - 1].strip() if line else None)
+                  for stage, kind, op, line in expected_findings(stem)]
+    return found
 
 
 def write(tmp_path, text, name="rewrites.yaml"):
@@ -196,7 +204,8 @@ def test_the_catalog_rewrite_goes_where_it_fits_the_line_and_library_advice_wher
                      library_file="transformers/models/llama/modeling_llama.py", library_line=120,
                      library_code="n = mask.sum().item()")
     catalog.attach([mine, theirs])
-    assert mine.rewrite == catalog.match(mine).text() and mine.advice is None
+    assert mine.rewrite == catalog.match(mine).text(mine) and mine.advice is None
+    assert mine.rewrite.endswith("\npeak = x.abs().max()")  # made from the user's own line
     assert theirs.rewrite is None
     assert "not in yours" in theirs.advice and "report it upstream" in theirs.advice
     assert "reproduce_jit_trace.py" in theirs.advice

@@ -58,7 +58,7 @@ def test_each_finding_is_a_box_with_its_line_code_and_rewrite(written):
                      if row.startswith(f"- [ ] **{kind}** `if` at `data_dependent_if.py:{line}`: "))
         items.append(lines[start:start + 12])
         assert items[-1][1:4] == ["  ```python", "  if x.sum() > 0:", "  ```"]
-    assert "  Rewrite:" in items[0] and "  out = torch.where(x.sum() > 0, y * 2, -y)" in items[0]
+    assert "  Rewrite:" in items[0] and "  out = torch.where(x.sum() > 0, value_if_true, value_if_false)" in items[0]
     # the same rewrite for the same line in a later stage is referred to, not repeated
     assert items[1][5] == "  Rewrite: the same as under `jit_trace` above."
 

@@ -62,7 +62,9 @@ BAD = [
      r"get_model\(\) returned int; expected a torch.nn.Module"),
     (GOOD_MODEL + "def get_inputs():\n    return None\n", r"get_inputs\(\) returned None"),
     (GOOD_MODEL + "def get_inputs():\n    return []\n", r"returned an empty list"),
-    (GOOD_MODEL + "def get_inputs():\n    return ('a',)\n", r"input set 1, input \[0\]\[0\] is str"),
+    (GOOD_MODEL + "def get_inputs():\n    return ('a',)\n", r"input set 1 holds no tensors"),
+    (GOOD_MODEL + "def get_inputs():\n    return (torch.ones(2), {1, 2})\n",
+     r"input set 1, input args\[1\] is set; an input is a tensor, or a constant argument"),
     (GOOD_MODEL + "def get_inputs():\n    return [torch.ones(2, 3), (torch.ones(2, 3), torch.ones(1))]\n",
      r"input set 2 has 2 inputs \(args\[0\], args\[1\]\), input set 1 has 1 input \(args\[0\]\)"),
     (GOOD_MODEL + "def get_inputs():\n    return [torch.ones(2, 3), torch.ones(2, 3, 1)]\n",
@@ -106,4 +108,4 @@ def test_cli_model_error_from_the_worker_is_one_line(write_model):
     path = write_model("import torch\ndef get_model():\n    return torch.nn.Identity()\ndef get_inputs():\n    return 3\n")
     proc = run_cli("run", str(path), "--stages", "eager", timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "error: get_inputs(): input set 1 is int; expected a tensor, a tuple or a dict"
+    assert proc.stderr.strip() == "error: get_inputs(): input set 1 is int; expected a tensor, a tuple, a dict or a compatcheck.Call"

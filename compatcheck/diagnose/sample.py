@@ -106,7 +106,7 @@ SIZE_ONE = "size-1 sample"
 def sample_recipe(ctx, error: BaseException | None):
     """Building from the first input set whose sizes are 2 or more there, when the sample's size 0 or 1 is
     what broke the stage; None otherwise."""
-    from compatcheck.stages.base import Recipe
+    from compatcheck.recipes import Recipe
 
     found = _pinned(ctx, error)
     if found is None:

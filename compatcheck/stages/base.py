@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import reprlib
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -18,46 +17,13 @@ import torch
 from compatcheck.compare import VALUES, Tolerances, flatten, to_tensor
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
+from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding
 from compatcheck.spec import InputSet, ModelSpec
 from compatcheck.torch_features import Feature
 from compatcheck.variation import SEEDS, Site, Variation, clock_moved, recording_random_ops
 
 Runner = Callable[[InputSet], object]
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """A way to build a stage other than its plain call, as data (never code): more keywords for the
-    export call, the inferred dims spelled Dim.AUTO, another input set as the sample. A stage's build
-    reads `ctx.recipe` (None: the plain call, which is what the verdict is about)."""
-
-    what: str  # in words, for the finding: "strict=True", "input set 2 as the sample"
-    keywords: tuple[tuple[str, object], ...] = ()
-    auto_dims: bool = False
-    sample: int = 0
-    setting: tuple | None = None  # ("call", method, args) or ("attribute", dotted path, value), on the built model
-    factory: str | None = None  # the constructor argument that does what `setting` does
-
-
-def apply_setting(model, setting: tuple) -> str:
-    """Apply a catalog setting to the first module of `model` that has it; the line a user writes for it.
-    LookupError when no module has it (then only the factory can)."""
-    kind, name, value = setting
-    for path, module in model.named_modules():
-        prefix = "model" + (f".{path}" if path else "")
-        if kind == "call" and callable(getattr(module, name, None)):
-            getattr(module, name)(*value)
-            return f"{prefix}.{name}({', '.join(map(repr, value))})"
-        if kind == "attribute":
-            *parents, last = name.split(".")
-            owner = module
-            for part in parents:
-                owner = getattr(owner, part, None)
-            if owner is not None and hasattr(owner, last):
-                setattr(owner, last, value)
-                return f"{prefix}.{name} = {value!r}"
-    raise LookupError(name)
 
 
 class Stage:

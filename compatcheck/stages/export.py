@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 
 from compatcheck.report.model import Finding
-from compatcheck.stages.base import Recipe, Stage, StageContext
+from compatcheck.recipes import Recipe
+from compatcheck.stages.base import Stage, StageContext
 
 ARTIFACT = "model.export.pt2"
 STRICT = Recipe("strict=True (the other export mode)", keywords=(("strict", True),))

@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 
 from compatcheck.report.model import Finding
-from compatcheck.stages.base import Recipe, Stage, StageContext
+from compatcheck.recipes import Recipe
+from compatcheck.stages.base import Stage, StageContext
 from compatcheck.torch_features import TORCHSCRIPT_TRACE
 from compatcheck.stages.jit_script import run_loaded
 

@@ -12,7 +12,8 @@ import torch
 from compatcheck.errors import chain_text
 from compatcheck.report.model import Finding
 from compatcheck.spec import dynamic_dims
-from compatcheck.stages.base import Recipe, Stage, StageContext
+from compatcheck.recipes import Recipe
+from compatcheck.stages.base import Stage, StageContext
 from compatcheck.torch_features import DYNAMO_EXPORTER, LEGACY_EXPORTER
 
 AUTO = Recipe("the inferred dims as Dim.AUTO (a dim may come out static; every input set is checked)",

@@ -18,7 +18,8 @@ from compatcheck.compare import compare_outputs
 from compatcheck.errors import UsageError, one_line
 from compatcheck.report.model import Finding, InputSetResult, StageResult, Status
 from compatcheck.ladder import BY_NAME, REFERENCE, missing_artifact
-from compatcheck.stages.base import Recipe, Stage, StageContext, apply_setting, identical
+from compatcheck.recipes import Recipe, apply_setting
+from compatcheck.stages.base import Stage, StageContext, identical
 from compatcheck.variation import SEEDS, clock_moved
 
 MAX_ERROR_TEXT = 20_000

@@ -1,0 +1,41 @@
+"""The other ways of building a stage than its plain call, as data: what a stage offers after it failed
+(another mode, exporter keyword or sample) and what the catalog offers for library code (a setting on
+the built model). The harness tries each on a pristine model and offers only what passed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A way to build a stage other than its plain call, as data (never code): more keywords for the
+    export call, the inferred dims spelled Dim.AUTO, another input set as the sample. A stage's build
+    reads `ctx.recipe` (None: the plain call, which is what the verdict is about)."""
+
+    what: str  # in words, for the finding: "strict=True", "input set 2 as the sample"
+    keywords: tuple[tuple[str, object], ...] = ()
+    auto_dims: bool = False
+    sample: int = 0
+    setting: tuple | None = None  # ("call", method, args) or ("attribute", dotted path, value), on the built model
+    factory: str | None = None  # the constructor argument that does what `setting` does
+
+
+def apply_setting(model, setting: tuple) -> str:
+    """Apply a catalog setting to the first module of `model` that has it; the line a user writes for it.
+    LookupError when no module has it (then only the factory can)."""
+    kind, name, value = setting
+    for path, module in model.named_modules():
+        prefix = "model" + (f".{path}" if path else "")
+        if kind == "call" and callable(getattr(module, name, None)):
+            getattr(module, name)(*value)
+            return f"{prefix}.{name}({', '.join(map(repr, value))})"
+        if kind == "attribute":
+            *parents, last = name.split(".")
+            owner = module
+            for part in parents:
+                owner = getattr(owner, part, None)
+            if owner is not None and hasattr(owner, last):
+                setattr(owner, last, value)
+                return f"{prefix}.{name} = {value!r}"
+    raise LookupError(name)

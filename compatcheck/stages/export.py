@@ -67,7 +67,7 @@ class Export(Stage):
         return {}  # the program runs as Python here; aot_inductor times what gets deployed
 
     def backend(self, ctx: StageContext) -> str:
-        return "torch.export (non-strict, the default)"
+        return "torch.export non-strict"
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.export import stage_findings

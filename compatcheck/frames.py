@@ -46,6 +46,12 @@ def _installed(filename: str) -> tuple[str, ...] | None:
     return None
 
 
+def machinery(filename: str | None) -> bool:
+    """Whether a file is part of the machinery under every model (torch's own code, numpy, ...)."""
+    rest = _installed(filename) if filename and not filename.startswith("<") else None
+    return bool(rest) and rest[0].removesuffix(".py") in MACHINERY
+
+
 def library_path(filename: str | None, users: frozenset[str] = frozenset()) -> str | None:
     """'transformers/models/llama/modeling_llama.py' for a file of a library models are built with."""
     if not filename or filename.startswith("<"):

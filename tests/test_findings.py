@@ -101,9 +101,10 @@ def test_expected_findings_carry_the_catalog_rewrite(run):
     expected = set(expected_findings(stem))
     for data in report["findings"]:
         if (data["stage"], data["kind"], data["op"], data["line"]) in expected:
-            entry = catalog.match(Finding(**{**data, "rewrite": None}))
+            finding = Finding(**{**data, "rewrite": None})
+            entry = catalog.match(finding)
             assert entry is not None, f"{stem}: no catalog entry for {data['op']} in {data['stage']}"
-            assert data["rewrite"] == entry.text()
+            assert data["rewrite"] == entry.text(finding)
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from pathlib import Path
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
 from compatcheck.diagnose.replay import first_mismatch
+from compatcheck.frames import machinery
 
 _PYTHON_CALL = re.compile(r"Could not export Python function call '(\w+)'")
 _BUILTIN = re.compile(r"Python builtin <built-in (?:function|method) (\w+)")
@@ -132,8 +133,9 @@ def _library_not_scriptable(stage: str, ctx, error: BaseException):
     modules = list(_library_modules(ctx.spec.model))
     if not modules:
         return None
+    # A decorator can make TorchScript name a file with a line it does not have: such a place is no place.
     named = next(((name, line) for name, line in reversed(ctx.spec.user.printed_locations(text))
-                  if library_path(name)), None)
+                  if library_path(name) and linecache.getline(name, line).strip()), None)
     # Without a library location, the error must at least name something the library's modules define.
     words = set(re.findall(r"\b[A-Za-z_]\w*", text))
     if named is None and not any(words & set(vars(sys.modules.get(type(m).__module__, object)))
@@ -243,8 +245,8 @@ def trace_findings(stage: str, ctx, error: BaseException | None) -> list:
     findings = []
     seen = set()
     for warning, stack in ctx.warnings:
-        if not issubclass(warning.category, torch.jit.TracerWarning):
-            continue
+        if not issubclass(warning.category, torch.jit.TracerWarning) or machinery(warning.filename):
+            continue  # torch's own checks of sizes (in nn.functional, say) are not the model's branches
         frame = ctx.spec.user.innermost(stack)
         library = ctx.spec.user.library_frame(stack)
         message = str(warning.message).strip()

@@ -85,7 +85,7 @@ def _numerics(report: Report) -> list[str]:
         for name, leaf in worst.items():
             ok = all(other.ok for one in stage.input_sets for other in one.leaves if other.output == name)
             held = "✅ held" if ok else "❌ broken"
-            if leaf.fp64_verdict == "within-noise":
+            if (leaf.fp64_verdict or "").startswith("within-noise"):
                 held += " (within fp64-adjudicated noise)"
             tightest = (f"atol {leaf.required_atol:.1e} or rtol {leaf.required_rtol:.1e}"
                         if leaf.required_atol is not None else "none: NaN/Inf differ")

@@ -159,7 +159,7 @@ class StageContext:
         return self.variation
 
     def fp64(self, index: int):
-        """Eager outputs for input set `index` computed in float64, or None where the model refuses."""
+        """Eager outputs for input set `index` computed in float64, or the exception where the model refuses."""
         if index not in self._fp64:
             try:
                 model = (self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double()
@@ -169,8 +169,8 @@ class StageContext:
                 torch.manual_seed(SEEDS[0])
                 with torch.no_grad():
                     self._fp64[index] = model(*as64.args, **as64.kwargs)
-            except Exception:
-                self._fp64[index] = None
+            except Exception as exc:
+                self._fp64[index] = exc.with_traceback(None)  # the reason is kept, not its frames
         return self._fp64[index]
 
     @property

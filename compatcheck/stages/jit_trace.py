@@ -1,4 +1,5 @@
-"""jit_trace: torch.jit.trace on input set 1 under no_grad, saved and loaded back.
+"""jit_trace: torch.jit.trace on input set 1 under no_grad, with the API's defaults (the trace checked
+against a second run, check_trace=True), saved and loaded back.
 
 Tracing records one path through the code; running the other input sets is what shows a frozen
 branch or shape. TracerWarnings are kept for the diagnosis.
@@ -15,6 +16,11 @@ from compatcheck.torch_features import TORCHSCRIPT_TRACE
 from compatcheck.stages.jit_script import run_loaded
 
 
+# The trace as it is, not checked against a second run: where that check fails (a graph that differs
+# across runs), the trace may still compute the right thing on every input set.
+UNCHECKED = Recipe("check_trace=False (the trace not checked against a second run)", keywords=(("check_trace", False),))
+
+
 class JitTrace(Stage):
     name = "jit_trace"
 
@@ -27,9 +33,9 @@ class JitTrace(Stage):
             if sample.kwargs:  # a mixed call is traced as keywords: jit.trace takes one or the other
                 keywords = sample.as_keywords(ctx.spec.signature) if sample.args else sample.kwargs
                 traced = torch.jit.trace(ctx.spec.model, example_kwarg_inputs=keywords or sample.kwargs,
-                                         check_trace=False)
+                                         **ctx.keywords)
             else:
-                traced = torch.jit.trace(ctx.spec.model, sample.args, check_trace=False)
+                traced = torch.jit.trace(ctx.spec.model, sample.args, **ctx.keywords)
         path = ctx.artifact("model.trace.pt")
         torch.jit.save(traced, str(path))
         ctx.artifacts[self.name] = str(path)
@@ -44,14 +50,20 @@ class JitTrace(Stage):
     def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
         from compatcheck.diagnose.sample import sample_recipe
 
-        recipe = sample_recipe(ctx, error)
-        return [recipe] if recipe else []
+        found = [sample_recipe(ctx, error)]
+        if error is not None and type(error).__name__ == "TracingCheckError":
+            found.append(UNCHECKED)
+        return [recipe for recipe in found if recipe is not None]
+
+    def call(self, ctx: StageContext, recipe: Recipe) -> str:
+        keywords = "".join(f", {name}={value!r}" for name, value in recipe.keywords)
+        return f"traced = torch.jit.trace(model, args{keywords})"
 
     def reproduce(self, ctx: StageContext) -> str:
         return (
             "args, kwargs = input_sets[0]\nwith torch.no_grad():\n"
-            "    traced = (torch.jit.trace(model, example_kwarg_inputs=kwargs, check_trace=False) if kwargs\n"
-            "              else torch.jit.trace(model, args, check_trace=False))\n"
+            "    traced = (torch.jit.trace(model, example_kwarg_inputs=kwargs) if kwargs\n"
+            "              else torch.jit.trace(model, args))\n"
             "torch.jit.save(traced, os.path.join(HERE, 'model.trace.pt'))\n"
             "loaded = torch.jit.load(os.path.join(HERE, 'model.trace.pt'))\n"
             "def run(args, kwargs):\n    with torch.no_grad():\n        return loaded(*args, **kwargs)\n"

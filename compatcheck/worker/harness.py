@@ -147,7 +147,8 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
         result.reason = _summarize(result.input_sets)
         if runner is None and result.status is Status.PASS:
             result.reason = "built and checked; nothing here to run it with, the next stage runs it"
-        elif result.status is Status.PASS and any(leaf.fp64_verdict == "within-noise" for leaf in leaves):
+        elif result.status is Status.PASS and any((leaf.fp64_verdict or "").startswith("within-noise")
+                                                  for leaf in leaves):
             result.reason = "differences from eager are within fp64-adjudicated noise"
     if result.status is Status.FAIL:
         _blame_environment(result, error or (raised[0] if raised else None))

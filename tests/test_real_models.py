@@ -59,7 +59,7 @@ def test_real_model_findings(real_run):
                 assert finding["library_line"] and finding["library_code"] and finding["advice"]
                 assert finding["rewrite"] is None
             for text in want.get("says", []):
-                assert text in finding["message"] + (finding["advice"] or ""), finding
+                assert text in finding["message"] + (finding["advice"] or "") + (finding["rewrite"] or ""), finding
 
 
 @needs_real

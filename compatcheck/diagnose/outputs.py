@@ -15,13 +15,13 @@ _UNKNOWN = re.compile(r"Found <class '([\w.]+)'> in output, which is not a known
 _NAMEDTUPLE = re.compile(r"Can't serialize TreeSpec of namedtuple class <class '([\w.]+)'>")
 
 
-def _output_class(ctx, qualified: str):
-    """The class of that name among eager's outputs (or the objects inside them)."""
+def _output_object(ctx, qualified: str):
+    """The object of the class of that name among eager's outputs (or inside them), or None."""
     name = qualified.rsplit(".", 1)[-1]
 
     def walk(value, depth=0):
         if type(value).__name__ == name:
-            return type(value)
+            return value
         if depth > 4:
             return None
         children = (list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, (list, tuple))
@@ -29,11 +29,7 @@ def _output_class(ctx, qualified: str):
                     else [])
         return next((found for child in children if (found := walk(child, depth + 1)) is not None), None)
 
-    for output in ctx.reference:
-        found = walk(output)
-        if found is not None:
-            return found
-    return None
+    return next((found for output in ctx.reference if (found := walk(output)) is not None), None)
 
 
 def _built_at(ctx, cls) -> tuple[str, int] | None:
@@ -58,7 +54,8 @@ def output_type_findings(stage: str, ctx, error: BaseException | None) -> list:
     match = unknown or namedtuple
     if match is None:
         return []
-    cls = _output_class(ctx, match.group(1))
+    instance = _output_object(ctx, match.group(1))
+    cls = type(instance) if instance is not None else None
     name = cls.__name__ if cls else match.group(1).rsplit(".", 1)[-1]
     rewrite = None
     if namedtuple:
@@ -72,7 +69,7 @@ def output_type_findings(stage: str, ctx, error: BaseException | None) -> list:
                    "torch.export carries its fields")
         rewrite = f"torch.export.register_dataclass({name})  # once, before torch.export.export"
     else:
-        held = [leaf_name for leaf_name, _ in flatten(_instance(ctx, cls))[0]] if cls else []
+        held = [leaf_name for leaf_name, leaf in flatten(instance)[0] if hasattr(leaf, "shape")] if cls else []
         shown = f" (it holds {', '.join(held[:4])})" if held else ""
         message = (f"forward returns a {name}{shown}, a type torch.export does not know: register it as a pytree "
                    "node (torch.utils._pytree.register_pytree_node) so its tensors become outputs, or return its "
@@ -80,10 +77,3 @@ def output_type_findings(stage: str, ctx, error: BaseException | None) -> list:
     return [ctx.spec.user.finding(stage, "unexportable-output", message, location=_built_at(ctx, cls) if cls else None,
                                   op=name, rewrite=rewrite)]
 
-
-def _instance(ctx, cls):
-    for output in ctx.reference:
-        for value in (output if isinstance(output, (list, tuple)) else [output]):
-            if isinstance(value, cls):
-                return value
-    return None

@@ -245,8 +245,10 @@ def trace_findings(stage: str, ctx, error: BaseException | None) -> list:
     findings = []
     seen = set()
     for warning, stack in ctx.warnings:
-        if not issubclass(warning.category, torch.jit.TracerWarning) or machinery(warning.filename):
-            continue  # torch's own checks of sizes (in nn.functional, say) are not the model's branches
+        if not issubclass(warning.category, torch.jit.TracerWarning):
+            continue
+        if machinery(warning.filename) and "Python boolean" in str(warning.message):
+            continue  # a branch inside torch's own code (a size check in nn.functional, torch._assert) is not the model's
         frame = ctx.spec.user.innermost(stack)
         library = ctx.spec.user.library_frame(stack)
         message = str(warning.message).strip()

@@ -90,7 +90,8 @@ def _numerics(report: Report) -> list[str]:
             tightest = (f"atol {leaf.required_atol:.1e} or rtol {leaf.required_rtol:.1e}"
                         if leaf.required_atol is not None else "none: NaN/Inf differ")
             rows.append(f"| `{stage.name}` | `{name}` | {_number(leaf.max_abs_error)} | "
-                        f"{_number(leaf.max_rel_error)} | {leaf.atol:g} | {leaf.rtol:g} | {held} | {tightest} |")
+                        f"{_number(leaf.max_rel_error)} | {_tolerance(leaf.atol)} | {_tolerance(leaf.rtol)} | {held} | "
+                        f"{tightest} |")
     if not rows:
         return ["No stage produced outputs to compare.", ""]
     return ["Worst case over the input sets, per output. A tolerance holds when "
@@ -122,6 +123,10 @@ def _environment(report: Report) -> list[str]:
 
 
 ROUTE_SYMBOL = {RouteStatus.WORKS: "✅", RouteStatus.WARNS: "⚠️", RouteStatus.BLOCKED: "❌", RouteStatus.UNCHECKED: "⏭️"}
+
+
+def _tolerance(value: float | None) -> str:
+    return "exact" if value is None else f"{value:g}"  # integers, bools and Python numbers must be equal
 
 
 def _routes(report: Report) -> list[str]:

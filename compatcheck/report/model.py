@@ -95,7 +95,9 @@ class LeafComparison(BaseModel):
 
 
 class InputSetResult(BaseModel):
-    index: int
+    index: int = Field(description="the input set; -1 for a swept one")
+    label: str | None = Field(None, description="for a swept input set, its size: 'batch 7'")
+    dims: list[str] = Field([], description="for a swept input set, the dimensions it resized: 'x.shape[0]'")
     ok: bool
     error: str | None = Field(None, description="what the artifact raised on this input set")
     structure: str | None = Field(None, description="how the output structure differs from eager's")
@@ -119,6 +121,13 @@ class CacheOrigin(BaseModel):
     tool_version: str = Field(description="the compatcheck version that computed it")
 
 
+class SweepInfo(BaseModel):
+    sizes: list[str] = Field(description="the swept sizes: 'batch 1', 'input_ids.shape[1] = 12'")
+    caps: dict[str, int] = Field({}, description="per dimension, the largest size eager takes, found by bisection")
+    seconds: float = Field(0.0, description="what making the swept input sets cost")
+    cut_short: bool = Field(False, description="--sweep-budget ran out before every size was made")
+
+
 class StageResult(BaseModel):
     name: str = Field(description="the stage, in ladder order", json_schema_extra={"enum": list(NAMES)})
     status: Status
@@ -137,6 +146,10 @@ class StageResult(BaseModel):
     timings: list[Timing] = Field([], description="with --bench: latency and throughput per input set")
     recipes: list[str] = Field([], description="the other ways of building it that were tried after it failed, "
                                                "each with what it gave; empty for a stage that passed")
+    swept: list[InputSetResult] = Field([], description="the artifact on the swept input sets: sizes the input "
+                                                        "sets lack, made from them (a pass covers these too)")
+    sweep: SweepInfo | None = Field(None, description="on the reference stage: what the sweep made and what it "
+                                                        "cost")
 
 
 class Route(BaseModel):
@@ -182,6 +195,16 @@ class Report(BaseModel):
     dependencies: dict[str, str | None] = Field(
         {}, description="every file the run loaded (the user's Python sources and the files the model read) with "
                         "its sha256, null when it was missing or not a regular file")
+
+    def swept_summary(self) -> str | None:
+        """What the sweep covered, in one line: 'swept sizes the input sets lack: batch 1, batch 7 (0.2s)'."""
+        info = next((stage.sweep for stage in self.stages if stage.sweep is not None), None)
+        if info is None:
+            return None
+        caps = "".join(f"; {name} capped at {size} (eager takes no more)" for name, size in info.caps.items())
+        cut = "; cut short by --sweep-budget" if info.cut_short else ""
+        return (f"swept sizes the input sets lack, through every artifact: {', '.join(info.sizes) or 'none'} "
+                f"({info.seconds:.1f}s{caps}{cut})")
 
     @property
     def failed(self) -> bool:

@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 
 from compatcheck.ladder import NAMES
 
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)  # older reports are migrated on load (see migrate and docs/report.md's changelog)
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
 class Status(str, Enum):
@@ -221,8 +221,9 @@ def migrate(data: dict) -> dict:
         options = {_RENAMED_OPTIONS.get(name, name): value for name, value in data.get("options", {}).items()}
         if "bench_seconds" in options and "bench" not in options:
             options["bench"] = options["bench_seconds"] is not None
-        data = {**data, "options": options, "schema_version": SCHEMA_VERSION}
-    return data
+        data = {**data, "options": options}
+    # The versions after 3 only added keys, with defaults.
+    return {**data, "schema_version": SCHEMA_VERSION}
 
 
 def load_report(path: Path) -> Report:

@@ -279,11 +279,12 @@ def compare_outputs(
     if flat:
         actual_leaves = list(actual) if isinstance(actual, (list, tuple)) else [actual]
         note = None
-        left_out = [name for name, leaf in expected_leaves if not _graph_output(leaf)]
-        if left_out:  # the exporter leaves them out: a graph returns tensors only
+        left_out = [f"{name} ({type(leaf).__name__})" for name, leaf in expected_leaves if not _graph_output(leaf)]
+        if left_out:  # the exporter leaves them out: a graph returns only tensors and numbers
             indexed = [(i, pair) for i, pair in indexed if _graph_output(pair[1])]
             shown = ", ".join(left_out[:4]) + (", ..." if len(left_out) > 4 else "")
-            note = f"eager's output{'s' if len(left_out) > 1 else ''} {shown} left out: a graph returns tensors only"
+            note = (f"eager's output{'s' if len(left_out) > 1 else ''} {shown} left out: a graph returns only "
+                    "tensors and numbers")
     else:
         pairs, actual_spec = flatten(actual)
         actual_leaves = [leaf for _, leaf in pairs]

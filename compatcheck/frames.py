@@ -112,6 +112,16 @@ def _in_stdlib(path: Path) -> bool:
     return str(path).startswith(_stdlib())
 
 
+def user_forwards(model):
+    """The forward function of each module class in the model, once each."""
+    seen = set()
+    for module in model.modules():
+        forward = getattr(type(module), "forward", None)
+        if forward is not None and forward not in seen:
+            seen.add(forward)
+            yield forward
+
+
 class UserCode:
     """Knows which files are the user's: the model file, files beside it, and installed packages that are
     neither machinery nor a known library (or that `packages` names)."""

@@ -81,7 +81,7 @@ def state_findings(stage: str, ctx) -> list:
     exported program computes with the value but keeps none of it between calls."""
     import inspect
 
-    from compatcheck.diagnose.torchscript import user_forwards
+    from compatcheck.frames import user_forwards
 
     findings = []
     for warning, _ in ctx.warnings:

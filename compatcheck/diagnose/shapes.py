@@ -170,7 +170,7 @@ def size_used_at(ctx, dims) -> tuple[str, int, str] | None:
     also spelled x.size(0)), a branch on it first: where a size no sample had takes another path."""
     import inspect
 
-    from compatcheck.diagnose.torchscript import user_forwards
+    from compatcheck.frames import user_forwards
 
     spelled = {}
     for dim in dims:

@@ -15,7 +15,7 @@ from pathlib import Path
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
 from compatcheck.diagnose.replay import first_mismatch
-from compatcheck.frames import machinery
+from compatcheck.frames import machinery, user_forwards
 
 _PYTHON_CALL = re.compile(r"Could not export Python function call '(\w+)'")
 _BUILTIN = re.compile(r"Python builtin <built-in (?:function|method) (\w+)")
@@ -26,16 +26,6 @@ def _first_line(error: BaseException) -> str:
     """The error's first line: TorchScript puts the source range it prints anyway on the next ones."""
     first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
     return f"{type(error).__name__}: {first}".rstrip(": ")
-
-
-def user_forwards(model):
-    """The forward function of each module class in the model, once each."""
-    seen = set()
-    for module in model.modules():
-        forward = getattr(type(module), "forward", None)
-        if forward is not None and forward not in seen:
-            seen.add(forward)
-            yield forward
 
 
 def _numpy_calls(ctx) -> list[tuple[str, int, list[str]]]:

@@ -74,7 +74,7 @@ def test_a_none_beside_a_tensor_passes_every_stage_and_gets_no_advice(tmp_path, 
     assert verdicts(report) == dict.fromkeys(["eager", "jit_script", "onnx_export", "onnxruntime"], "pass")
     assert report["findings"] == []
     ort = report["stages"][3]["input_sets"][0]
-    assert ort["structure"] == "eager's None output 1 left out: a graph has none"
+    assert ort["structure"] == "eager's output 1 (NoneType) left out: a graph returns only tensors and numbers"
 
 
 SECRETS = {

@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 
 from compatcheck.ladder import NAMES
 
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)  # older reports are migrated on load (see migrate and docs/report.md's changelog)
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
 class Status(str, Enum):
@@ -92,6 +92,12 @@ class LeafComparison(BaseModel):
     )
     problem: str | None = Field(None, description="why it is not ok, in words")
     note: str | None = Field(None, description="how the output was read, where it is not as eager returns it")
+    fp64_error: float | None = Field(None, description="with --dtype: RMS error against the float64 run (backend "
+                                                       "fidelity)")
+    eager_fp64_error: float | None = Field(None, description="with --dtype: eager's own RMS error against the float64 "
+                                                             "run, in the same dtype")
+    float32_error: float | None = Field(None, description="with --dtype: the largest absolute difference from the "
+                                                          "model's float32 answers (how far the precision moved it)")
 
 
 class InputSetResult(BaseModel):
@@ -119,6 +125,20 @@ class CacheOrigin(BaseModel):
     tool_version: str = Field(description="the compatcheck version that computed it")
 
 
+class Precision(BaseModel):
+    """With --dtype float16 or bfloat16: how faithful a stage is in that precision, and what it cost."""
+
+    dtype: str
+    fp64_error: float | None = Field(None, description="backend fidelity: the stage's RMS error against the float64 "
+                                                       "run, on the output and input set nearest what the rule allows")
+    eager_fp64_error: float | None = Field(None, description="eager's own there, in the same dtype")
+    allowed: float | None = Field(None, description="what the rule allows there: 2 × eager's + atol/10")
+    float32_error: float | None = Field(None, description="how far the model moved from its float32 answers: the "
+                                                          "largest absolute difference over every output and input set")
+    upcast: str | None = Field(None, description="what the backend computes in float32 instead, where it does so "
+                                                 "on its own (onnxruntime's CPU provider)")
+
+
 class StageResult(BaseModel):
     name: str = Field(description="the stage, in ladder order", json_schema_extra={"enum": list(NAMES)})
     status: Status
@@ -137,6 +157,8 @@ class StageResult(BaseModel):
     timings: list[Timing] = Field([], description="with --bench: latency and throughput per input set")
     recipes: list[str] = Field([], description="the other ways of building it that were tried after it failed, "
                                                "each with what it gave; empty for a stage that passed")
+    precision: Precision | None = Field(None, description="with --dtype float16 or bfloat16: backend fidelity and "
+                                                          "the distance from the float32 answers")
 
 
 class Route(BaseModel):
@@ -198,7 +220,9 @@ def migrate(data: dict) -> dict:
         options = {_RENAMED_OPTIONS.get(name, name): value for name, value in data.get("options", {}).items()}
         if "bench_seconds" in options and "bench" not in options:
             options["bench"] = options["bench_seconds"] is not None
-        data = {**data, "options": options, "schema_version": SCHEMA_VERSION}
+        data = {**data, "options": options, "schema_version": 4}
+    if data.get("schema_version") == 4:  # every run before --dtype judged the model as given
+        data = {**data, "options": {"dtype": "float32", **data.get("options", {})}, "schema_version": SCHEMA_VERSION}
     return data
 
 

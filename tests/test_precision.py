@@ -238,5 +238,8 @@ def test_delta_debugging_finds_a_1_minimal_set_and_says_when_cut_short():
     assert not minimal and found == list("abcef")
 
 
-def test_a_report_of_schema_version_4_reads_as_judged_in_float32():
-    assert migrate({"schema_version": 4, "options": {"atol": None}})["options"] == {"dtype": "float32", "atol": None}
+def test_reports_before_schema_version_6_read_as_judged_in_float32():
+    for version in (2, 4, 5):
+        migrated = migrate({"schema_version": version, "options": {"atol": None}})
+        assert migrated["options"] == {"dtype": "float32", "atol": None} and migrated["schema_version"] == 6
+    assert migrate({"schema_version": 6, "options": {"dtype": "float16"}})["options"] == {"dtype": "float16"}

@@ -17,6 +17,10 @@ Knows nothing about stages. The rules, in order:
    float noise by size: RMS within 1e-5 of the output's RMS and no value off by more than 1e-4 of its
    largest magnitude; the verdict says there was no float64 run, and why.
 5. If eager disagrees with itself, differences up to that disagreement are noise too.
+6. With --dtype float16 or bfloat16, every float leaf, eager's own included, is judged against the float64
+   run instead (the model as cast, in float64): faithful when its RMS error to it is at most twice that of
+   eager in the same dtype plus atol/10, and NaN/Inf only where the float64 run has them. How far it
+   moved from the model's float32 answers is measured, not judged (docs/precision.md).
 """
 
 from __future__ import annotations
@@ -163,10 +167,13 @@ def compare_leaf(
     noise: torch.Tensor | None = None,
     fp64=None,
     values: bool = True,
+    float32=None,
 ) -> LeafComparison:
     """`fp64`: a callable giving this leaf's fp64 eager value (or the exception that kept the model from
     running in float64), asked only when the values are off;
-    `values=False` checks the type, shape and dtype only."""
+    `values=False` checks the type, shape and dtype only;
+    `float32`: with --dtype, a callable giving this leaf's float32 answer: the leaf is then judged by the
+    reduced-precision rule, which asks `fp64` always."""
     result = LeafComparison(
         output=name, shape=list(expected.shape), dtype=str(expected.dtype).replace("torch.", ""),
         ok=False, atol=atol, rtol=rtol,
@@ -222,6 +229,8 @@ def compare_leaf(
         with np.errstate(divide="ignore", invalid="ignore"):
             need = np.where(magnitude > 0, (diff - atol) / magnitude, np.where(diff > atol, np.inf, 0.0))
         result.required_rtol = float(max(np.max(need), 0.0))
+    if float32 is not None:
+        return _reduced(result, e, a, fp64() if fp64 is not None else None, float32(), atol)
     if not off.any():
         result.ok = True
         return result
@@ -258,6 +267,42 @@ def compare_leaf(
     return result
 
 
+def _reduced(result: LeafComparison, e: np.ndarray, a: np.ndarray, truth_t, float32_t, atol: float) -> LeafComparison:
+    """The reduced-precision rule (rule 6): `a` against the float64 run `truth_t`, within what eager in the
+    same dtype (`e`) makes there; where the model refuses float64, the float32 answers stand in for it."""
+    f = _numpy64(to_tensor(float32_t)) if isinstance(float32_t, torch.Tensor) else None
+    if f is not None and f.shape == a.shape:
+        finite = np.isfinite(f) & np.isfinite(a)
+        result.float32_error = float(np.max(np.abs(a[finite] - f[finite]))) if finite.any() else None
+    truth, instead = (_numpy64(to_tensor(truth_t)), "the float64 run") if isinstance(truth_t, torch.Tensor) else (f, None)
+    if truth is None or truth.shape != a.shape:
+        result.ok = False
+        result.problem = "no float64 or float32 run of the model to judge its reduced precision by"
+        return result
+    if instead is None:
+        why = (str(truth_t).strip().splitlines() or [type(truth_t).__name__])[0][:160] \
+            if isinstance(truth_t, BaseException) else "it has no such output"
+        instead = f"the float32 answers (no float64 run: {why})"
+    both_nan = np.isnan(a) & np.isnan(truth)
+    special = ~both_nan & ((np.isfinite(truth) != np.isfinite(a)) | (~np.isfinite(truth) & (a != truth)))
+    result.fp64_error, result.eager_fp64_error = _rmse(truth, a), _rmse(truth, e)
+    allowed = FP64_MULTIPLIER * result.eager_fp64_error + atol / 10
+    if special.any():
+        result.ok = False
+        result.worst_index = [int(i) for i in np.unravel_index(int(np.argmax(special)), special.shape)]
+        result.problem = (f"{int(special.sum())} of {special.size} values NaN/Inf where {instead} has finite ones "
+                          f"(first at {tuple(result.worst_index)}): the model leaves {result.dtype}'s range")
+        return result
+    result.ok = result.fp64_error <= allowed
+    result.fp64_verdict = (f"{result.dtype} rule: rms error to {instead} {result.fp64_error:.3g} "
+                           f"{'within' if result.ok else 'beyond'} {FP64_MULTIPLIER:g} × eager {result.dtype}'s "
+                           f"{result.eager_fp64_error:.3g} + atol/10 = {allowed:.3g}")
+    if not result.ok:
+        result.problem = (f"rms error to {instead} {result.fp64_error:.3g}, beyond {FP64_MULTIPLIER:g} × that of eager "
+                          f"in {result.dtype} ({result.eager_fp64_error:.3g}) + atol/10: {allowed:.3g}")
+    return result
+
+
 def compare_outputs(
     expected,
     actual,
@@ -267,11 +312,14 @@ def compare_outputs(
     noise=None,
     fp64=None,
     values: bool = True,
+    float32=None,
 ) -> tuple[list[LeafComparison], str | None]:
     """Compare one input set's outputs. `flat`: `actual` is a flat list of leaves (ONNX outputs).
 
     `fp64` is a callable returning the fp64 eager outputs, called only when a leaf is off. `values=False`
-    compares structure, shapes and dtypes only (outputs that are random by design).
+    compares structure, shapes and dtypes only (outputs that are random by design). `float32`, with
+    --dtype, is a callable returning the float32 answers: float leaves are judged by the reduced-precision
+    rule (rule 6), against the fp64 outputs.
     Returns the per-leaf comparisons and a structure problem or note (None when identical).
     """
     expected_leaves, expected_spec = flatten(expected)
@@ -293,19 +341,7 @@ def compare_outputs(
     if len(actual_leaves) != len(indexed):
         return [], f"{len(actual_leaves)} outputs, eager returns {len(indexed)}"
     noise_leaves = [leaf for _, leaf in flatten(noise)[0]] if noise is not None else None
-    fp64_leaves: list = []
-
-    def fp64_leaf(index: int):
-        if fp64 is None:
-            return None
-        if not fp64_leaves:
-            fp64_out = fp64()
-            fp64_leaves.append(fp64_out if isinstance(fp64_out, BaseException) else
-                               [leaf for _, leaf in flatten(fp64_out)[0]] if fp64_out is not None else [])
-        leaves = fp64_leaves[0]
-        if isinstance(leaves, BaseException):
-            return leaves  # why there is no float64 run
-        return to_tensor(leaves[index]) if index < len(leaves) else None
+    fp64_leaf, float32_leaf = _leaf_of(fp64), _leaf_of(float32)
 
     results = []
     for (index, (name, want)), got in zip(indexed, actual_leaves):
@@ -320,12 +356,33 @@ def compare_outputs(
         atol, rtol = tolerances.resolve(name, want_t.dtype)
         got_t, paired = _complex_pairs(want_t, got) if flat else (got, False)
         leaf_noise = to_tensor(noise_leaves[index]) if noise_leaves else None
+        judged = float32 is not None and want_t.is_floating_point()
         result = compare_leaf(name, want_t, got_t, atol, rtol, noise=leaf_noise, fp64=lambda i=index: fp64_leaf(i),
-                              values=values)
+                              values=values, float32=(lambda i=index: float32_leaf(i)) if judged else None)
         if paired:
             result.note = "a complex output, returned by the graph as (real, imaginary) pairs in a last dimension of 2"
         results.append(result)
     return results, note
+
+
+def _leaf_of(run):
+    """index -> that leaf of the outputs `run()` gives (asked once, on first use), the exception `run()`
+    gave instead (why there is no such run), or None without `run`."""
+    leaves: list = []
+
+    def leaf(index: int):
+        if run is None:
+            return None
+        if not leaves:
+            outputs = run()
+            leaves.append(outputs if isinstance(outputs, BaseException) else
+                          [one for _, one in flatten(outputs)[0]] if outputs is not None else [])
+        found = leaves[0]
+        if isinstance(found, BaseException):
+            return found
+        return to_tensor(found[index]) if index < len(found) else None
+
+    return leaf
 
 
 def _complex_pairs(expected: torch.Tensor, actual):

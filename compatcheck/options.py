@@ -113,6 +113,10 @@ OPTIONS = (
            doors=_VERDICT, cache_key=True, choices=("dynamo", "legacy")),
     Option("onnx_opset", int, None, "ONNX opset (default: the exporter's).", doors=_VERDICT, cache_key=True, ge=7),
     Option("compile_backend", str, "inductor", "torch.compile backend.", doors=_VERDICT, cache_key=True),
+    Option("dtype", str, "float32", "Precision to judge the model in: float16 and bfloat16 cast its floating "
+           "parameters, buffers and inputs (model.to(dtype); integer and bool inputs stay), judge every stage "
+           "against a float64 run, and check the activations against the dtype's range first.", doors=_VERDICT, cache_key=True,
+           choices=("float32", "float16", "bfloat16")),
     Option("diagnose_budget", float, None, "Seconds the search for further graph breaks may take (default: the "
            "stage's own time + 10); the finding says when the list was cut short.", doors=_VERDICT, cache_key=True,
            gt=0, check=_finite),

@@ -116,12 +116,19 @@ class ModelSpec:
     is_object: bool = False  # handed over as an object, not built by a factory in a model file
     pristine: Pristine | None = None
     signature: inspect.Signature | None = None  # of the model's forward, to name its arguments
+    dtype: torch.dtype | None = None  # --dtype float16/bfloat16: what the model and its inputs were cast to
+    float32_inputs: list[InputSet] | None = None  # with `dtype`: the input sets in float32, for the float32 answers
 
     @property
     def input_sets(self) -> list[InputSet]:
         """A fresh copy of every input set on each access, so a model that changes its input in place
         cannot change what the next run, stage or comparison sees."""
         return [one.copy() for one in self.given_inputs]
+
+    def float32_model(self) -> torch.nn.Module:
+        """A copy of the model in float32, as the model was before --dtype cast it."""
+        model = self.pristine.copy(cast=False) if self.pristine else copy.deepcopy(self.model)
+        return model.float()
 
     def fresh_model(self) -> torch.nn.Module:
         """The model as the factory built it (in eval mode), for one stage: what an earlier stage did to
@@ -143,6 +150,7 @@ class Pristine:
         self.state = {name: value.detach().clone() for name, value in model.state_dict().items()}
         self.original, self.rebuild = model, rebuild
         self.problem: str | None = None
+        self.dtype: torch.dtype | None = None  # what every copy is cast to (--dtype)
         self.uncopyable: str | None = None
         try:
             self.model = copy.deepcopy(model)
@@ -150,7 +158,8 @@ class Pristine:
             self.model = None
             self.uncopyable = f"{type(exc).__name__}: {exc}"
 
-    def copy(self) -> torch.nn.Module:
+    def copy(self, cast: bool = True) -> torch.nn.Module:
+        """A copy, cast to `dtype` unless `cast` is False."""
         if self.model is not None:
             made = copy.deepcopy(self.model)
         elif self.rebuild is not None:
@@ -161,7 +170,38 @@ class Pristine:
             return self.original
         made.eval()
         self.problem = _differs(made.state_dict(), self.state)
-        return made
+        return cast_model(made, self.dtype) if cast and self.dtype else made
+
+
+REDUCED = {"float16": torch.float16, "bfloat16": torch.bfloat16}  # --dtype's reduced precisions
+
+
+def cast_model(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """`model.to(dtype)`, unless some of its floating parameters or buffers are in `dtype` already: then
+    its author cast it, and the modules they kept in float32 stay as they are."""
+    floating = [t for t in (*model.parameters(), *model.buffers()) if t.is_floating_point()]
+    return model if any(t.dtype == dtype for t in floating) else model.to(dtype)
+
+
+def cast_inputs(sets: list[InputSet], dtype: torch.dtype) -> list[InputSet]:
+    """The floating tensors in `dtype`; integer and bool ones (ids, masks) and constants as they are."""
+    return [one.map(lambda t: t.to(dtype) if t.is_floating_point() else t) for one in sets]
+
+
+def cast(spec: ModelSpec, dtype_name: str) -> None:
+    """Apply --dtype: every copy of the model a stage gets, and every input set, in that precision; the
+    float32 input sets are kept for the float32 answers. float32 leaves the model as given."""
+    dtype = REDUCED.get(dtype_name)
+    if dtype is None:
+        return
+    if spec.pristine is None or (spec.pristine.model is None and spec.pristine.rebuild is None):
+        raise UsageError(f"--dtype {dtype_name} casts a copy of the model, and this one cannot be deep-copied "
+                         f"({spec.pristine.uncopyable if spec.pristine else 'no copy'}): cast it yourself, or make "
+                         "it copyable")
+    spec.dtype = spec.pristine.dtype = dtype
+    spec.float32_inputs = [one.map(lambda t: t.float() if t.is_floating_point() else t) for one in spec.given_inputs]
+    spec.given_inputs = cast_inputs(spec.given_inputs, dtype)
+    spec.model = spec.pristine.copy()
 
 
 def _differs(state: dict, pristine: dict) -> str | None:
@@ -229,7 +269,10 @@ def _build_recording_sites(user: UserCode, factory):
     def recording_init(self, *args, **kwargs):
         original(self, *args, **kwargs)
         if id(self) not in sites:
-            frame = user.innermost(traceback.extract_stack()[:-1])
+            caller = sys._getframe(1)
+            while caller is not None and caller.f_locals.get("self") is self:  # its own __init__s: super().__init__()
+                caller = caller.f_back
+            frame = user.innermost(traceback.extract_stack(caller)) if caller is not None else None
             if frame is not None:
                 sites[id(self)] = frame
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from compatcheck.diagnose.onnx_nodes import bind, elem_types, plain, type_string
+
 
 @dataclass
 class Blocker:
@@ -32,39 +34,6 @@ def _registry() -> dict[tuple[str, str], list]:
     for kernel in _pybind_state.get_all_opkernel_def():
         kernels.setdefault((kernel.domain or "", kernel.op_name), []).append(kernel)
     return kernels
-
-
-def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
-    """Value name -> element type (onnx.TensorProto enum) for every value whose type the model states."""
-    types = {}
-    for info in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
-        if info.type.HasField("tensor_type"):
-            types[info.name] = info.type.tensor_type.elem_type
-    types.update((init.name, init.data_type) for init in model.graph.initializer)
-    return types
-
-
-def _type_string(elem_type: int) -> str:
-    """onnxruntime's spelling of a tensor type: 1 -> 'tensor(float)'."""
-    return f"tensor({onnx.TensorProto.DataType.Name(elem_type).lower()})"
-
-
-def _plain(type_string: str) -> str:
-    return type_string.removeprefix("tensor(").removesuffix(")")
-
-
-def _bind(schema, node: onnx.NodeProto, types: dict[str, str]) -> dict[str, str]:
-    """Type parameter -> actual type, from the node's inputs and outputs (the last formal may be variadic)."""
-    params = {constraint.type_param_str for constraint in schema.type_constraints}
-    bound = {}
-    for formals, names in ((schema.inputs, node.input), (schema.outputs, node.output)):
-        for index, name in enumerate(names):
-            if not name or not formals or name not in types:
-                continue
-            param = formals[min(index, len(formals) - 1)].type_str
-            if param in params:
-                bound.setdefault(param, types[name])
-    return bound
 
 
 def _loads_alone(model: onnx.ModelProto, node: onnx.NodeProto, elems: dict[str, int], providers: tuple) -> str | None:
@@ -92,8 +61,8 @@ def blockers(model: onnx.ModelProto, providers: list[str]) -> list[Blocker]:
     """The nodes of the main graph that no provider in `providers` has a kernel for."""
     opsets = {entry.domain or "": entry.version for entry in model.opset_import}
     opsets.setdefault("", opsets.get("ai.onnx", 0))
-    elems = _elem_types(model)
-    types = {name: _type_string(elem) for name, elem in elems.items()}
+    elems = elem_types(model)
+    types = {name: type_string(elem) for name, elem in elems.items()}
     registry = _registry()
     found, verdicts = [], {}
     for node in model.graph.node:
@@ -102,7 +71,7 @@ def blockers(model: onnx.ModelProto, providers: list[str]) -> list[Blocker]:
             schema = onnx.defs.get_schema(node.op_type, opsets.get(domain, 0), domain)
         except onnx.defs.SchemaError:
             continue  # an op onnx does not describe (a runtime's own domain): nothing to check against
-        bound = _bind(schema, node, types)
+        bound = bind(schema, node, types)
         kernels = [k for k in registry.get((domain, node.op_type), []) if k.provider in providers
                    and k.version_range[0] <= schema.since_version <= k.version_range[1]]
         if any(all(bound.get(param) in allowed for param, allowed in k.type_constraints.items() if param in bound)
@@ -117,7 +86,7 @@ def blockers(model: onnx.ModelProto, providers: list[str]) -> list[Blocker]:
         for kernel in kernels:
             for param, allowed in kernel.type_constraints.items():
                 available.setdefault(param, [])
-                available[param] += [_plain(t) for t in allowed if _plain(t) not in available[param]]
-        types_used = {param: _plain(t) for param, t in bound.items()}
+                available[param] += [plain(t) for t in allowed if plain(t) not in available[param]]
+        types_used = {param: plain(t) for param, t in bound.items()}
         found.append(Blocker(node, schema.since_version, types_used, available, verdicts[key]))
     return found

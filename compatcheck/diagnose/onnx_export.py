@@ -146,18 +146,58 @@ def restate(stage: str, ctx, error: BaseException) -> OnnxExportFailed | None:
     return OnnxExportFailed(headline(step, findings, more), findings)
 
 
-def _invalid_node(stage: str, ctx, error: BaseException):
-    """The saved file failed onnx.checker: a finding for the node it names, at the torch line it came from."""
+_INCONSISTENT = re.compile(r"(\w+) has inconsistent type tensor\((\w+)\)")
+
+
+def _invalid_node(stage: str, ctx, error: BaseException) -> list:
+    """The saved file failed onnx.checker: a finding for the node it names, at the torch line it came from;
+    where it refuses an element type, one per op and type that the graph's opset lacks, with the opset
+    that brings it."""
     import onnx
 
-    from compatcheck.diagnose.onnx_nodes import named_node, node_finding
+    from compatcheck.diagnose.onnx_nodes import named_node, node_finding, types_out_of_opset
 
     path = ctx.artifacts.get(stage)
-    node = named_node(onnx.load(path, load_external_data=False), str(error)) if path else None
+    model = onnx.load(path, load_external_data=False) if path else None
+    node = named_node(model, str(error)) if model is not None else None
     if node is None:
-        return None
+        return []
+    if "has unsupported type" in str(error):
+        refused = types_out_of_opset(model)
+        if refused:
+            return [node_finding(stage, ctx, one, "invalid-graph", _opset_advice(ctx, model, one, dtype, brings))
+                    for one, dtype, brings in refused]
     detail = str(error).split("): ", 1)[-1].strip()
-    return node_finding(stage, ctx, node, "invalid-graph", f"onnx.checker refuses the exported graph: {detail}")
+    return [node_finding(stage, ctx, node, "invalid-graph",
+                         f"onnx.checker refuses the exported graph: {detail}{_initializer(model, node, detail)}")]
+
+
+def _opset_advice(ctx, model, node, dtype: str, brings: int | None) -> str:
+    import onnx
+
+    opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), 0)
+    whose = "the exporter's default" if ctx.options.onnx_opset is None else "--onnx-opset"
+    text = f"onnx.checker refuses the exported graph: {node.op_type} has no {dtype} at opset {opset} ({whose})"
+    if brings is None:
+        return f"{text}, nor at any opset up to {onnx.defs.onnx_opset_version()}: compute it in float32 (cast around it)"
+    return f"{text}; opset {brings} brings {dtype} {node.op_type}: export with opset_version={brings} (--onnx-opset {brings})"
+
+
+def _initializer(model, node, detail: str) -> str:
+    """Where the checker names an input of the wrong type that is an initializer: which one, and what it holds."""
+    import onnx
+
+    wrong = _INCONSISTENT.search(detail)
+    if wrong is None:
+        return ""
+    schema = onnx.defs.get_schema(node.op_type, next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), 0))
+    position = next((i for i, formal in enumerate(schema.inputs) if formal.name == wrong.group(1)), None)
+    name = node.input[position] if position is not None and position < len(node.input) else None
+    stored = next((init for init in model.graph.initializer if init.name == name), None)
+    if stored is None:
+        return ""
+    return (f"; {wrong.group(1)} is the initializer {name}, stored as "
+            f"{onnx.TensorProto.DataType.Name(stored.data_type).lower()}")
 
 
 @with_rewrites
@@ -168,8 +208,8 @@ def export_findings(stage: str, ctx, error: BaseException | None, program=None) 
     if isinstance(error, OnnxExportFailed):
         return error.findings
     invalid = _invalid_node(stage, ctx, error)
-    if invalid is not None:
-        return [invalid]
+    if invalid:
+        return invalid
     legacy = _LEGACY_OP.search(str(error))
     op = f"{legacy.group(1)}.{legacy.group(2)}" if legacy else None
     return [error_finding(stage, ctx, error, "unsupported-op" if legacy else "export-error", op=op)]

@@ -14,6 +14,9 @@ from compatcheck.errors import one_line
 from compatcheck.ladder import BY_NAME
 from compatcheck.onnxruntime_session import providers
 
+# A bfloat16 graph on a provider with kernels of other types only: the catalog's float64 advice does not fit.
+REDUCED_REWRITE = ("# the provider has no bfloat16 kernel for it: deploy float16 (or float32) to it\n"
+                   "model = model.half()  # check it first: compatcheck run model.py --dtype float16")
 _MISSING = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
 
 
@@ -22,7 +25,7 @@ def _missing_kernels(stage: str, ctx, model: onnx.ModelProto, providers: list[st
 
     from compatcheck.diagnose.kernels import blockers
 
-    findings = []
+    findings, seen = [], set()
     for blocker in blockers(model, providers):
         has = "; ".join(f"{param}: {', '.join(types)}" for param, types in blocker.available.items())
         needs = ", ".join(f"{param}={t}" for param, t in blocker.types.items())
@@ -32,7 +35,13 @@ def _missing_kernels(stage: str, ctx, model: onnx.ModelProto, providers: list[st
         message = (f"onnxruntime {onnxruntime.__version__} has no {' or '.join(providers)} kernel for "
                    f"{blocker.node.op_type}({blocker.since}) with {needs or 'these types'}"
                    f"{f' (kernels exist for {has})' if has else ''}{expanded}")
-        findings.append(node_finding(stage, ctx, blocker.node, "missing-kernel", message))
+        finding = node_finding(stage, ctx, blocker.node, "missing-kernel", message)
+        if "bfloat16" in blocker.types.values():
+            finding.rewrite = REDUCED_REWRITE
+        key = (message, finding.file, finding.line)  # nodes of one op and types from one line: one finding
+        if key not in seen:
+            seen.add(key)
+            findings.append(finding)
     return findings
 
 
@@ -45,9 +54,13 @@ def _failure_findings(stage: str, ctx, error: BaseException, providers: list[str
         if findings:
             return findings
     node = named_node(model, text) if model is not None else None
-    if node is not None and "invalid model. " in text:
-        detail = text.split("invalid model. ", 1)[1].strip()
-        return [node_finding(stage, ctx, node, "invalid-graph", f"onnxruntime refuses the exported graph: {detail}")]
+    refused = next((part for part in ("invalid model. ", "failed:Type Error: ") if part in text), None)
+    if node is not None and refused:
+        detail = text.split(refused, 1)[1].strip()
+        detail = detail if refused == "invalid model. " else f"Type Error: {detail}"
+        # The graph it refuses may hold nodes it has no kernel for either: they block it next.
+        return [node_finding(stage, ctx, node, "invalid-graph", f"onnxruntime refuses the exported graph: {detail}"),
+                *_missing_kernels(stage, ctx, model, providers)]
     if node is not None:
         return [node_finding(stage, ctx, node, "runtime-error", one_line(error, 400))]
     missing = _MISSING.search(text)

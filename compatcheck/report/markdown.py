@@ -100,6 +100,22 @@ def _numerics(report: Report) -> list[str]:
             "|---|---|---:|---:|---:|---:|---|---|", *rows, ""]
 
 
+def _precision(report: Report) -> list[str]:
+    judged = [stage for stage in report.stages if stage.precision]
+    if not judged:
+        return []
+    dtype = judged[0].precision.dtype
+    rows = [f"| `{s.name}` | {_number(s.precision.fp64_error)} | {_number(s.precision.eager_fp64_error)} | "
+            f"{_number(s.precision.allowed)} | {_number(s.precision.float32_error)} | {_text(s.precision.upcast)} |"
+            for s in judged]
+    return ["## Precision", "",
+            f"Judged in {dtype} against a float64 run of the model as cast: a stage holds where its RMS error to "
+            f"it is at most 2 × eager {dtype}'s + atol/10; the last number is how far it moved from the float32 "
+            "answers.", "",
+            f"| stage | rms error to float64 | eager {dtype}'s | allowed | from float32 | computed in float32 |",
+            "|---|---:|---:|---:|---:|---|", *rows, ""]
+
+
 def _speed(report: Report) -> list[str]:
     timings = [t for stage in report.stages for t in stage.timings]
     if not timings:
@@ -167,5 +183,6 @@ def checklist(report: Report) -> str:
         lines += ["## Not run", ""]
         lines += [f"- `{s.name}`: {_text(s.reason) or 'skipped'}" for s in skipped]
         lines.append("")
-    lines += ["## Numerics", "", *_numerics(report), *_speed(report), "## Environment", "", *_environment(report)]
+    lines += ["## Numerics", "", *_numerics(report), *_precision(report), *_speed(report), "## Environment", "",
+              *_environment(report)]
     return "\n".join(lines)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from compatcheck.ladder import NAMES
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 READABLE_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
@@ -92,6 +92,12 @@ class LeafComparison(BaseModel):
     )
     problem: str | None = Field(None, description="why it is not ok, in words")
     note: str | None = Field(None, description="how the output was read, where it is not as eager returns it")
+    fp64_error: float | None = Field(None, description="with --dtype: RMS error against the float64 run (backend "
+                                                       "fidelity)")
+    eager_fp64_error: float | None = Field(None, description="with --dtype: eager's own RMS error against the float64 "
+                                                             "run, in the same dtype")
+    float32_error: float | None = Field(None, description="with --dtype: the largest absolute difference from the "
+                                                          "model's float32 answers (how far the precision moved it)")
 
 
 class InputSetResult(BaseModel):
@@ -128,6 +134,20 @@ class SweepInfo(BaseModel):
     cut_short: bool = Field(False, description="--sweep-budget ran out before every size was made")
 
 
+class Precision(BaseModel):
+    """With --dtype float16 or bfloat16: how faithful a stage is in that precision, and what it cost."""
+
+    dtype: str
+    fp64_error: float | None = Field(None, description="backend fidelity: the stage's RMS error against the float64 "
+                                                       "run, on the output and input set nearest what the rule allows")
+    eager_fp64_error: float | None = Field(None, description="eager's own there, in the same dtype")
+    allowed: float | None = Field(None, description="what the rule allows there: 2 × eager's + atol/10")
+    float32_error: float | None = Field(None, description="how far the model moved from its float32 answers: the "
+                                                          "largest absolute difference over every output and input set")
+    upcast: str | None = Field(None, description="what the backend computes in float32 instead, where it does so "
+                                                 "on its own (onnxruntime's CPU provider)")
+
+
 class StageResult(BaseModel):
     name: str = Field(description="the stage, in ladder order", json_schema_extra={"enum": list(NAMES)})
     status: Status
@@ -150,6 +170,8 @@ class StageResult(BaseModel):
                                                         "sets lack, made from them (a pass covers these too)")
     sweep: SweepInfo | None = Field(None, description="on the reference stage: what the sweep made and what it "
                                                         "cost")
+    precision: Precision | None = Field(None, description="with --dtype float16 or bfloat16: backend fidelity and "
+                                                          "the distance from the float32 answers")
 
 
 class Route(BaseModel):
@@ -222,7 +244,9 @@ def migrate(data: dict) -> dict:
         if "bench_seconds" in options and "bench" not in options:
             options["bench"] = options["bench_seconds"] is not None
         data = {**data, "options": options}
-    # The versions after 3 only added keys, with defaults.
+    if data.get("schema_version", 1) < 6:  # every run before --dtype judged the model as given
+        data = {**data, "options": {"dtype": "float32", **data.get("options", {})}}
+    # The other versions after 3 only added keys, with defaults.
     return {**data, "schema_version": SCHEMA_VERSION}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import reprlib
+import time
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -54,6 +55,11 @@ class Stage:
     def backend(self, ctx: "StageContext") -> str | None:
         return None
 
+    def upcast(self, ctx: "StageContext") -> str | None:
+        """With --dtype: what the backend computes in float32 instead, on its own, in words; None when
+        it computes in the dtype (or does not say)."""
+        return None
+
     def reproduce(self, ctx: "StageContext") -> str:
         """Python lines that, after the common prelude (model, inputs), rebuild this stage's artifact."""
         return ""
@@ -89,6 +95,9 @@ class StageContext:
         self._noise: list | None = None
         self.mutated_inputs: list[int] = []  # input sets whose tensors forward changed in place
         self._fp64: dict[int, object] = {}
+        self._float32: dict[int, object] = {}
+        self._float32_model = None
+        self.float32_seconds = 0.0  # how long the float32 answers took to compute, for the precision search budget
         self.variation = Variation()
         self.recipe: Recipe | None = None  # how the current build differs from the plain call
         self._sweep = None
@@ -192,6 +201,26 @@ class StageContext:
             except Exception as exc:
                 self._fp64[index] = exc.with_traceback(None)  # the reason is kept, not its frames
         return self._fp64[index]
+
+    @property
+    def reduced(self) -> torch.dtype | None:
+        """The precision --dtype cast the model to (float16, bfloat16), or None for the model as given."""
+        return self.spec.dtype
+
+    def float32(self, index: int):
+        """With --dtype: eager's outputs for input set `index` with the model in float32, the answers the
+        model moved away from; the exception where it raises."""
+        if index not in self._float32:
+            started = time.perf_counter()  # the copy counts: each run of the precision search makes one
+            try:
+                if self._float32_model is None:  # one copy for every input set, as the reference has
+                    self._float32_model = self.spec.float32_model()
+                torch.manual_seed(SEEDS[0])
+                self._float32[index] = self.eager(self.spec.float32_inputs[index].copy(), self._float32_model)
+                self.float32_seconds += time.perf_counter() - started
+            except Exception as exc:
+                self._float32[index] = exc.with_traceback(None)
+        return self._float32[index]
 
     @property
     def sample(self) -> InputSet:

@@ -43,6 +43,10 @@ class Eager(Stage):
         if ctx.spec.arrived_training:
             findings.extend(self._training_mode(ctx))
         findings.extend(input_mutation(ctx, self.name))
+        if ctx.reduced:
+            from compatcheck.diagnose.precision import precision_findings
+
+            findings.extend(precision_findings(ctx))
         if ctx.varies:
             findings.append(self._variation(ctx))
         elif ctx.noise is not None:

@@ -47,6 +47,17 @@ class OnnxRuntime(Stage):
 
         return f"onnxruntime {onnxruntime.__version__} {self.session.get_providers()[0]}"
 
+    def upcast(self, ctx: StageContext) -> str | None:
+        from compatcheck.onnxruntime_session import upcast_ops
+
+        if self.session is None:
+            return None
+        provider = self.session.get_providers()[0]
+        ops = upcast_ops(ctx.artifacts["onnx_export"], self.session.get_providers())
+        dtype = str(ctx.reduced).removeprefix("torch.")
+        return (f"{provider} computes {', '.join(ops)} in float32: its optimizer wraps them in Casts from "
+                f"{dtype} and back") if ops else None
+
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.onnxruntime import runtime_findings
         from compatcheck.diagnose.sample import first_if_size_one

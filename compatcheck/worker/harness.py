@@ -14,9 +14,9 @@ from contextlib import contextmanager
 import torch
 
 from compatcheck import torch_features
-from compatcheck.compare import compare_outputs
+from compatcheck.compare import FP64_MULTIPLIER, compare_outputs
 from compatcheck.errors import UsageError, one_line
-from compatcheck.report.model import Finding, InputSetResult, StageResult, Status, SweepInfo
+from compatcheck.report.model import Finding, InputSetResult, Precision, StageResult, Status, SweepInfo
 from compatcheck.ladder import BY_NAME, REFERENCE, missing_artifact
 from compatcheck.recipes import Recipe, apply_setting
 from compatcheck.stages.base import Stage, StageContext, identical
@@ -161,6 +161,10 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
         elif result.status is Status.PASS and any((leaf.fp64_verdict or "").startswith("within-noise")
                                                   for leaf in leaves):
             result.reason = "differences from eager are within fp64-adjudicated noise"
+        if ctx.reduced and leaves:
+            result.precision = _precision(ctx, stage, leaves)
+            if result.status is Status.PASS:
+                result.reason = _precision_reason(result.precision)
     if result.status is Status.FAIL:
         _blame_environment(result, error or (raised[0] if raised else None))
     if ctx.varies and result.status in (Status.PASS, Status.MISMATCH) and result.input_sets:
@@ -223,6 +227,35 @@ def _try_recipes(stage: Stage, ctx: StageContext, result: StageResult, error: Ba
                 stage=stage.name, kind="passes-with", op=recipe.what,
                 message=f"not checked: needs a change in your factory: build the model with {recipe.factory} "
                         f"({recipe.what}); the built model offers no way to switch it afterwards"))
+
+
+def _precision(ctx: StageContext, stage: Stage, leaves: list) -> Precision:
+    """The stage's two numbers in reduced precision: its error against the float64 run where it comes
+    nearest what the rule allows, and how far it moved from the float32 answers."""
+    judged = [leaf for leaf in leaves if leaf.fp64_error is not None]
+    allowed = {id(leaf): FP64_MULTIPLIER * leaf.eager_fp64_error + (leaf.atol or 0.0) / 10 for leaf in judged}
+    worst = max(judged, key=lambda leaf: leaf.fp64_error / allowed[id(leaf)] if allowed[id(leaf)] else 0.0,
+                default=None)
+    moved = [leaf.float32_error for leaf in leaves if leaf.float32_error is not None]
+    try:
+        upcast = stage.upcast(ctx)
+    except Exception as exc:  # a note on the pass, not the verdict
+        upcast = f"not known: {one_line(exc)}"
+    return Precision(dtype=str(ctx.reduced).removeprefix("torch."), fp64_error=worst and worst.fp64_error,
+                     eager_fp64_error=worst and worst.eager_fp64_error, allowed=worst and allowed[id(worst)],
+                     float32_error=max(moved) if moved else None, upcast=upcast)
+
+
+def _precision_reason(precision: Precision) -> str:
+    parts = []
+    if precision.fp64_error is not None:
+        parts.append(f"{precision.dtype}: rms error to float64 {precision.fp64_error:.1e} ≤ {precision.allowed:.1e} "
+                     f"(eager's {precision.eager_fp64_error:.1e})")
+    if precision.float32_error is not None:
+        parts.append(f"{precision.float32_error:.1e} from float32")
+    if precision.upcast:
+        parts.append(precision.upcast)
+    return "; ".join(parts)
 
 
 def _setting_line(ctx: StageContext, recipe) -> str:
@@ -332,6 +365,7 @@ def run_input_set(ctx, runner, index, input_set, flat: bool, raised: list | None
     leaves, structure = compare_outputs(
         ctx.reference[index], outputs, ctx.tolerances, flat=flat, noise=noise,
         fp64=lambda: ctx.fp64(index), values=not ctx.varies,
+        float32=(lambda: ctx.float32(index)) if ctx.reduced else None,
     )
     ok = all(leaf.ok for leaf in leaves) and bool(leaves or not structure)
     if ok and ctx.varies:

@@ -49,9 +49,16 @@ def run_stages(spec, request: WorkerRequest, send, manifest=dict) -> None:
     from compatcheck.worker import reproduce
     from compatcheck.worker.harness import run_stage
 
+    from compatcheck.spec import cast
+
     workdir = Path(request.workdir)
     options = RunOptions.model_validate(request.options)
     spec.user.packages = frozenset(options.user_packages or ())
+    try:
+        cast(spec, options.dtype)
+    except UsageError as exc:
+        send(UsageErrorMessage(message=str(exc)))
+        return
     ctx = StageContext(spec, options, workdir, dict(request.artifacts), dict(request.previous), request.blockers)
     if request.save_inputs:
         reproduce.save_inputs(spec.input_sets, workdir / "inputs.npz")

@@ -79,7 +79,7 @@ class Reproduction:
         import torch
 
         from compatcheck.options import RunOptions
-        from compatcheck.spec import load
+        from compatcheck.spec import cast, load
         from compatcheck.stages.base import StageContext
 
         if os.path.isdir(cwd):  # the worker ran in the user's working directory, with it first on sys.path
@@ -91,6 +91,7 @@ class Reproduction:
             self.spec = unpack(Path(payload), list(sys_path))
         else:
             self.spec = load(Path(model), factory)
+        cast(self.spec, options.get("dtype", "float32"))
         saved = np.load(inputs)
         restored = []
         for index, input_set in enumerate(self.spec.input_sets):

@@ -113,6 +113,9 @@ OPTIONS = (
            doors=_VERDICT, cache_key=True, choices=("dynamo", "legacy")),
     Option("onnx_opset", int, None, "ONNX opset (default: the exporter's).", doors=_VERDICT, cache_key=True, ge=7),
     Option("compile_backend", str, "inductor", "torch.compile backend.", doors=_VERDICT, cache_key=True),
+    Option("device", str, "cpu", "Where the model is deployed: the model and inputs moved there for the torch stages, "
+           "onnxruntime's CUDA (and TensorRT) execution provider, Triton's GPU instances. cuda needs a GPU here.",
+           doors=_VERDICT, cache_key=True, choices=("cpu", "cuda"), commands=("run", "triton-repo")),
     Option("diagnose_budget", float, None, "Seconds the search for further graph breaks may take (default: the "
            "stage's own time + 10); the finding says when the list was cut short.", doors=_VERDICT, cache_key=True,
            gt=0, check=_finite),

@@ -123,6 +123,16 @@ class ModelSpec:
         cannot change what the next run, stage or comparison sees."""
         return [one.copy() for one in self.given_inputs]
 
+    def place(self, device: str) -> None:
+        """Move the model and the input sets to `device`, as a deployer does: model.to(device) and every input
+        tensor .to(device). Tensors the model keeps outside its parameters and buffers stay where they are."""
+        if device == "cpu":
+            return
+        if self.pristine is not None:
+            self.pristine.device = device
+        self.given_inputs = [one.map(lambda t: t.to(device)) for one in self.given_inputs]
+        self.model = self.pristine.copy() if self.pristine is not None else self.model.to(device)
+
     def fresh_model(self) -> torch.nn.Module:
         """The model as the factory built it (in eval mode), for one stage: what an earlier stage did to
         its own copy (a cache it filled, a buffer it wrote, a submodule it swapped) is not there. Also sets
@@ -144,6 +154,7 @@ class Pristine:
         self.original, self.rebuild = model, rebuild
         self.problem: str | None = None
         self.uncopyable: str | None = None
+        self.device = "cpu"  # where copies are made to run (ModelSpec.place)
         try:
             self.model = copy.deepcopy(model)
         except Exception as exc:
@@ -158,8 +169,8 @@ class Pristine:
             made = self.rebuild()
         else:  # an object that cannot be deep-copied, handed over with no factory to build it again
             self.problem = f"the model cannot be deep-copied ({self.uncopyable}), so every stage runs on the same object"
-            return self.original
-        made.eval()
+            return self.original.to(self.device)
+        made.eval().to(self.device)
         self.problem = _differs(made.state_dict(), self.state)
         return made
 

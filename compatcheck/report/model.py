@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 
 from compatcheck.ladder import NAMES
 
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)  # older reports are migrated on load (see migrate and docs/report.md's changelog)
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
 class Status(str, Enum):
@@ -36,7 +36,7 @@ class RouteStatus(str, Enum):
 
 class Finding(BaseModel):
     stage: str
-    kind: str = Field(description="unsupported-op, graph-break, frozen-control-flow, training-mode, ...")
+    kind: str = Field(description="unsupported-op, graph-break, frozen-control-flow, training-mode, device, ...")
     op: str | None = Field(None, description="aten or ONNX op, or the Python construct")
     file: str | None = Field(None, description="the user's file the finding points into")
     line: int | None = None
@@ -130,7 +130,8 @@ class StageResult(BaseModel):
     findings: list[Finding] = []
     input_sets: list[InputSetResult] = []
     artifacts: dict[str, str] = {}
-    backend: str | None = Field(None, description="what executed the artifact, e.g. CPUExecutionProvider")
+    backend: str | None = Field(None, description="what executed the artifact, e.g. for onnxruntime how many nodes "
+                                                  "each execution provider ran")
     cached: bool = Field(False, description="served from the result cache: same model, options and versions")
     cached_from: CacheOrigin | None = Field(None, description="for a cached stage: when and by which compatcheck "
                                                                "version it was computed")
@@ -194,10 +195,11 @@ _RENAMED_OPTIONS = {"memory_limit_mb": "memory_limit", "triton_launcher": "trito
 
 def migrate(data: dict) -> dict:
     """A report of an older schema_version, as this one reads it (docs/report.md lists the changes)."""
-    if data.get("schema_version") in (1, 2, 3):
+    if data.get("schema_version") in (1, 2, 3, 4):
         options = {_RENAMED_OPTIONS.get(name, name): value for name, value in data.get("options", {}).items()}
         if "bench_seconds" in options and "bench" not in options:
             options["bench"] = options["bench_seconds"] is not None
+        options.setdefault("device", "cpu")  # before --device, everything ran on the CPU
         data = {**data, "options": options, "schema_version": SCHEMA_VERSION}
     return data
 

@@ -52,6 +52,7 @@ def run_stages(spec, request: WorkerRequest, send, manifest=dict) -> None:
     workdir = Path(request.workdir)
     options = RunOptions.model_validate(request.options)
     spec.user.packages = frozenset(options.user_packages or ())
+    spec.place(options.device)
     ctx = StageContext(spec, options, workdir, dict(request.artifacts), dict(request.previous), request.blockers)
     if request.save_inputs:
         reproduce.save_inputs(spec.input_sets, workdir / "inputs.npz")

@@ -54,6 +54,11 @@ class Stage:
     def backend(self, ctx: "StageContext") -> str | None:
         return None
 
+    def note(self, ctx: "StageContext") -> str | None:
+        """A note for the reason of a pass: what the artifact holds that limits where it runs, or what was
+        not checked."""
+        return None
+
     def reproduce(self, ctx: "StageContext") -> str:
         """Python lines that, after the common prelude (model, inputs), rebuild this stage's artifact."""
         return ""

@@ -40,3 +40,14 @@ def collect() -> dict[str, str]:
         info["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     info.update({f"env:{name}": value for name, value in variables().items()})
     return info
+
+
+def cuda_missing() -> str | None:
+    """Why `--device cuda` cannot run here (no CUDA build of torch, or no GPU it can see), or None."""
+    import torch
+
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a build without CUDA"
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU"
+    return None

@@ -1,17 +1,76 @@
-"""onnxruntime helpers the onnxruntime stage and its diagnosis share: which execution providers to
-use here, and the feed dict of an input set."""
+"""onnxruntime helpers the onnxruntime stage and its diagnosis share: the execution providers a deployer
+lists for the device, whether this onnxruntime has them, which provider ran each node, and the feed dict
+of an input set."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from pathlib import Path
 
-def providers() -> list[str]:
-    import onnxruntime
-    import torch
+INSTALL = {"cpu": "pip install 'compatcheck[cpu]'", "cuda": "pip install 'compatcheck[gpu]'"}
 
-    available = onnxruntime.get_available_providers()
-    if "CUDAExecutionProvider" in available and torch.cuda.is_available():
-        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    return ["CPUExecutionProvider"]
+
+def providers(device: str) -> list[str]:
+    """The providers onnxruntime's docs list for `device`, best first: TensorRT where its libraries are
+    present, then CUDA, then the CPU, which takes the nodes the others do not."""
+    if device == "cpu":
+        return ["CPUExecutionProvider"]
+    try:
+        import onnxruntime
+
+        available = onnxruntime.get_available_providers()
+    except ImportError:  # the stage skips, naming the install; this is still the list it would ask for
+        available = []
+    tensorrt = "TensorrtExecutionProvider" in available and _tensorrt_present()
+    return [*(["TensorrtExecutionProvider"] if tensorrt else []), "CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+def _tensorrt_present() -> bool:
+    """The TensorRT libraries the TensorRT provider loads: from pip (tensorrt-libs) or the system."""
+    import ctypes.util
+    import importlib.util
+
+    return any(importlib.util.find_spec(name) for name in ("tensorrt_libs", "tensorrt")) or \
+        ctypes.util.find_library("nvinfer") is not None
+
+
+def unavailable(device: str) -> str | None:
+    """Why the onnxruntime stage cannot run on `device` here, with the install that fixes it, or None."""
+    try:
+        import onnxruntime
+    except ImportError:
+        other = "" if device == "cuda" else f", or {INSTALL['cuda']} for the CUDA execution provider"
+        return f"onnxruntime is not installed: {INSTALL[device]}{other}"
+    if device == "cuda" and "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        return (f"onnxruntime {onnxruntime.__version__} has no CUDAExecutionProvider (the CPU-only onnxruntime "
+                f"package), so the CUDA provider was not tried: pip uninstall onnxruntime, then {INSTALL['cuda']}")
+    return None
+
+
+def profiled(options, folder: Path) -> None:
+    """Make a session record which provider runs each node (read back by `nodes_by_provider`)."""
+    options.enable_profiling = True
+    options.profile_file_prefix = str(folder / "onnxruntime_profile")
+
+
+def nodes_by_provider(session) -> Counter:
+    """How many nodes each provider ran in the runs so far (empty where the profile cannot be read: it is
+    a note in the report, never a reason to fail); ends the session's profiling."""
+    written = session.end_profiling()
+    if not written:
+        return Counter()
+    path = Path(written)
+    try:
+        events = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return Counter()
+    finally:
+        path.unlink(missing_ok=True)
+    # One "<node>_kernel_time" event per node and run (fences around it name no kernel).
+    nodes = {(event["name"], event["args"]["provider"]) for event in events if event.get("cat") == "Node"
+             and event.get("name", "").endswith("_kernel_time") and "provider" in event.get("args", {})}
+    return Counter(provider for _, provider in nodes)
 
 
 def feeds(session, input_set) -> dict:

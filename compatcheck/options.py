@@ -117,6 +117,9 @@ OPTIONS = (
            "parameters, buffers and inputs (model.to(dtype); integer and bool inputs stay), judge every stage "
            "against a float64 run, and check the activations against the dtype's range first.", doors=_VERDICT, cache_key=True,
            choices=("float32", "float16", "bfloat16")),
+    Option("device", str, "cpu", "Where the model is deployed: the model and inputs moved there for the torch stages, "
+           "onnxruntime's CUDA (and TensorRT) execution provider, Triton's GPU instances. cuda needs a GPU here.",
+           doors=_VERDICT, cache_key=True, choices=("cpu", "cuda"), commands=("run", "triton-repo")),
     Option("diagnose_budget", float, None, "Seconds the search for further graph breaks may take (default: the "
            "stage's own time + 10); the finding says when the list was cut short.", doors=_VERDICT, cache_key=True,
            gt=0, check=_finite),

@@ -130,6 +130,16 @@ class ModelSpec:
         model = self.pristine.copy(cast=False) if self.pristine else copy.deepcopy(self.model)
         return model.float()
 
+    def place(self, device: str) -> None:
+        """Move the model and the input sets to `device`, as a deployer does: model.to(device) and every input
+        tensor .to(device). Tensors the model keeps outside its parameters and buffers stay where they are."""
+        if device == "cpu":
+            return
+        if self.pristine is not None:
+            self.pristine.device = device
+        self.given_inputs = [one.map(lambda t: t.to(device)) for one in self.given_inputs]
+        self.model = self.pristine.copy() if self.pristine is not None else self.model.to(device)
+
     def fresh_model(self) -> torch.nn.Module:
         """The model as the factory built it (in eval mode), for one stage: what an earlier stage did to
         its own copy (a cache it filled, a buffer it wrote, a submodule it swapped) is not there. Also sets
@@ -152,6 +162,7 @@ class Pristine:
         self.problem: str | None = None
         self.dtype: torch.dtype | None = None  # what every copy is cast to (--dtype)
         self.uncopyable: str | None = None
+        self.device = "cpu"  # where copies are made to run (ModelSpec.place)
         try:
             self.model = copy.deepcopy(model)
         except Exception as exc:
@@ -167,9 +178,10 @@ class Pristine:
             made = self.rebuild()
         else:  # an object that cannot be deep-copied, handed over with no factory to build it again
             self.problem = f"the model cannot be deep-copied ({self.uncopyable}), so every stage runs on the same object"
-            return self.original
+            return self.original.to(self.device)
         made.eval()
-        self.problem = _differs(made.state_dict(), self.state)
+        self.problem = _differs(made.state_dict(), self.state)  # on the CPU, where the first state was kept
+        made.to(self.device)
         return cast_model(made, self.dtype) if cast and self.dtype else made
 
 

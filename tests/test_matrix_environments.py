@@ -19,6 +19,12 @@ def test_the_environments_pins_win_over_compatchecks_own_ranges():
     assert "torch" not in names and "onnxruntime" not in names and {"onnx", "pydantic", "numpy"} <= set(names)
 
 
+def test_an_environment_gets_the_cpu_onnxruntime_unless_it_names_one():
+    wanted = environments.requirements(Environment(requirements=["torch==2.13.0"]))
+    names = [r.split("<")[0].split(">")[0].split("=")[0] for r in wanted]
+    assert "onnxruntime" in names and "onnxruntime-gpu" not in names
+
+
 def test_the_key_follows_what_is_installed_not_the_name():
     base = Environment(requirements=["torch==2.13.0"])
     key = env_key(key_inputs(base))

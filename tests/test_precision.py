@@ -238,8 +238,9 @@ def test_delta_debugging_finds_a_1_minimal_set_and_says_when_cut_short():
     assert not minimal and found == list("abcef")
 
 
-def test_reports_before_schema_version_6_read_as_judged_in_float32():
-    for version in (2, 4, 5):
+def test_reports_before_schema_version_5_read_as_judged_in_float32_on_the_cpu():
+    for version in (2, 3, 4):
         migrated = migrate({"schema_version": version, "options": {"atol": None}})
-        assert migrated["options"] == {"dtype": "float32", "atol": None} and migrated["schema_version"] == 6
-    assert migrate({"schema_version": 6, "options": {"dtype": "float16"}})["options"] == {"dtype": "float16"}
+        assert migrated["options"] == {"dtype": "float32", "device": "cpu", "atol": None}
+        assert migrated["schema_version"] == 5
+    assert migrate({"schema_version": 5, "options": {"dtype": "float16"}})["options"] == {"dtype": "float16"}

@@ -147,7 +147,7 @@ def _first_divergent_op(stage: str, ctx, index: int, providers: list[str]):
 @with_rewrites
 def runtime_findings(stage: str, ctx, error: BaseException | None, session) -> list:
     if error is not None:
-        return _failure_findings(stage, ctx, error, providers())
+        return _failure_findings(stage, ctx, error, providers(ctx.options.device))
     if session is None:
         return []
     return _divergence_findings(stage, ctx, session, session.get_providers())

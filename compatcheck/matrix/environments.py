@@ -63,15 +63,27 @@ def default_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "compatcheck" / "envs"
 
 
+# The extra a cell's environment gets besides the core: the matrix runs on the CPU, with CPU onnxruntime.
+EXTRA = "cpu"
+
+
 def compatcheck_requirements() -> list[str]:
-    """compatcheck's runtime dependencies: from pyproject.toml in a source checkout (an editable
-    install's metadata goes stale when they change), else from the installed package's metadata."""
+    """compatcheck's runtime dependencies and its `cpu` extra: from pyproject.toml in a source checkout (an
+    editable install's metadata goes stale when they change), else from the installed package's metadata."""
     pyproject = Path(compatcheck.__file__).resolve().parent.parent / "pyproject.toml"
     if pyproject.is_file():
         project = tomllib.loads(pyproject.read_text()).get("project", {})
         if project.get("name") == "compatcheck":
-            return list(project["dependencies"])
-    return [r for r in importlib.metadata.requires("compatcheck") or [] if "extra" not in r.partition(";")[2]]
+            return [*project["dependencies"], *project["optional-dependencies"][EXTRA]]
+    found = []
+    for text in importlib.metadata.requires("compatcheck") or []:
+        requirement = Requirement(text)
+        if requirement.marker is None:
+            found.append(text)
+        elif "extra" in str(requirement.marker) and requirement.marker.evaluate({"extra": EXTRA}):
+            requirement.marker = None
+            found.append(str(requirement))
+    return found
 
 
 def requirements(env: Environment) -> list[str]:

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from compatcheck.ladder import NAMES
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 5
 READABLE_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
@@ -36,7 +36,7 @@ class RouteStatus(str, Enum):
 
 class Finding(BaseModel):
     stage: str
-    kind: str = Field(description="unsupported-op, graph-break, frozen-control-flow, training-mode, ...")
+    kind: str = Field(description="unsupported-op, graph-break, frozen-control-flow, training-mode, device, ...")
     op: str | None = Field(None, description="aten or ONNX op, or the Python construct")
     file: str | None = Field(None, description="the user's file the finding points into")
     line: int | None = None
@@ -159,7 +159,8 @@ class StageResult(BaseModel):
     findings: list[Finding] = []
     input_sets: list[InputSetResult] = []
     artifacts: dict[str, str] = {}
-    backend: str | None = Field(None, description="what executed the artifact, e.g. CPUExecutionProvider")
+    backend: str | None = Field(None, description="what executed the artifact, e.g. for onnxruntime how many nodes "
+                                                  "each execution provider ran")
     cached: bool = Field(False, description="served from the result cache: same model, options and versions")
     cached_from: CacheOrigin | None = Field(None, description="for a cached stage: when and by which compatcheck "
                                                                "version it was computed")
@@ -244,8 +245,8 @@ def migrate(data: dict) -> dict:
         if "bench_seconds" in options and "bench" not in options:
             options["bench"] = options["bench_seconds"] is not None
         data = {**data, "options": options}
-    if data.get("schema_version", 1) < 6:  # every run before --dtype judged the model as given
-        data = {**data, "options": {"dtype": "float32", **data.get("options", {})}}
+    if data.get("schema_version", 1) < 5:  # before --dtype and --device: the model as given, on the CPU
+        data = {**data, "options": {"dtype": "float32", "device": "cpu", **data.get("options", {})}}
     # The other versions after 3 only added keys, with defaults.
     return {**data, "schema_version": SCHEMA_VERSION}
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from compatcheck import __version__, ladder, redact
+from compatcheck.errors import UsageError
 from compatcheck.loaded_files import unchanged
 from compatcheck.report import routes
 from compatcheck.report.model import CacheOrigin, Report, StageResult, Status, blocker
@@ -94,6 +95,12 @@ class RunRequest:
 def execute(request: RunRequest) -> Report:
     """Run the stages not resumed or cached, and assemble the report."""
     options = request.options = request.chosen.run_options()
+    if options.device == "cuda":
+        from compatcheck.host import cuda_missing
+
+        missing = cuda_missing()
+        if missing:  # one line and exit 2, not every stage failing on its first tensor
+            raise UsageError(f"device cuda needs a GPU: {missing}; run on a machine with one, or with device cpu")
     if options.rewrites:
         from compatcheck.diagnose.catalog import load
 

@@ -58,6 +58,10 @@ class Stage:
     def upcast(self, ctx: "StageContext") -> str | None:
         """With --dtype: what the backend computes in float32 instead, on its own, in words; None when
         it computes in the dtype (or does not say)."""
+
+    def note(self, ctx: "StageContext") -> str | None:
+        """A note for the reason of a pass: what the artifact holds that limits where it runs, or what was
+        not checked."""
         return None
 
     def reproduce(self, ctx: "StageContext") -> str:

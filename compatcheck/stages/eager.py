@@ -24,6 +24,9 @@ _DROPOUT_ALWAYS = re.compile(r"\btraining\s*=\s*True\b")
 class Eager(Stage):
     name = "eager"
 
+    def __init__(self):
+        self.unchecked: str | None = None  # how far the device check on meta got, where it stopped short
+
     def build(self, ctx: StageContext):
         ctx.reference  # noqa: B018 - computing it is the point: it raises what the model raises
         return ctx.eager
@@ -31,15 +34,23 @@ class Eager(Stage):
     def backend(self, ctx: StageContext) -> str:
         return f"torch {torch.__version__}"
 
+    def note(self, ctx: StageContext) -> str | None:
+        return self.unchecked
+
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
+        from compatcheck.diagnose.device import device_traps
+
         findings = []
+        devices = device_traps(ctx)
+        self.unchecked = devices.note
         if error is not None:
             frame = ctx.spec.user.from_exception(error)
             findings.append(ctx.spec.user.finding(
                 self.name, "eager-error", f"the model itself raises {type(error).__name__}: {error}",
                 location=frame,
             ))
-            return findings
+            return findings + devices.findings
+        findings.extend(devices.findings)
         if ctx.spec.arrived_training:
             findings.extend(self._training_mode(ctx))
         findings.extend(input_mutation(ctx, self.name))

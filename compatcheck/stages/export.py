@@ -69,6 +69,11 @@ class Export(Stage):
     def backend(self, ctx: StageContext) -> str:
         return "torch.export non-strict"
 
+    def note(self, ctx: StageContext) -> str | None:
+        from compatcheck.diagnose.device import program_note
+
+        return program_note(self.program, ctx.spec.user) if self.program is not None else None
+
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.export import stage_findings
         from compatcheck.diagnose.sample import first_if_size_one

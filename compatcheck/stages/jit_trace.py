@@ -24,6 +24,9 @@ UNCHECKED = Recipe("check_trace=False (the trace not checked against a second ru
 class JitTrace(Stage):
     name = "jit_trace"
 
+    def __init__(self):
+        self.traced = None
+
     def needs(self, ctx: StageContext):
         return (TORCHSCRIPT_TRACE,)
 
@@ -36,10 +39,16 @@ class JitTrace(Stage):
                                          **ctx.keywords)
             else:
                 traced = torch.jit.trace(ctx.spec.model, sample.args, **ctx.keywords)
+        self.traced = traced
         path = ctx.artifact("model.trace.pt")
         torch.jit.save(traced, str(path))
         ctx.artifacts[self.name] = str(path)
         return run_loaded(torch.jit.load(str(path)))
+
+    def note(self, ctx: StageContext) -> str | None:
+        from compatcheck.diagnose.device import trace_note
+
+        return trace_note(self.traced, ctx.spec.user) if self.traced is not None else None
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.sample import first_if_size_one

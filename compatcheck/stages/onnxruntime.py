@@ -1,8 +1,9 @@
-"""onnxruntime: the exported ONNX file in an InferenceSession (CUDA EP when there is a GPU)."""
+"""onnxruntime: the exported ONNX file in an InferenceSession with the providers a deployer lists for the
+device (--device cuda: TensorRT where present, CUDA, then the CPU); the backend says which ran the nodes."""
 
 from __future__ import annotations
 
-from compatcheck.onnxruntime_session import feeds, providers
+from compatcheck.onnxruntime_session import feeds, nodes_by_provider, profiled, providers, unavailable
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
 
@@ -13,30 +14,31 @@ class OnnxRuntime(Stage):
 
     def __init__(self):
         self.session = None
+        self.asked: list[str] = []
+        self.ran = None  # nodes per provider in the first run
         self.failure: BaseException | None = None  # a node failing at run time, for the diagnosis
 
     def available(self, ctx: StageContext) -> str | None:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            return "onnxruntime is not installed"
-        return None
+        return unavailable(ctx.options.device)
 
     def build(self, ctx: StageContext):
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
-        self.session = onnxruntime.InferenceSession(
-            ctx.artifacts["onnx_export"], options, providers=providers()
-        )
+        profiled(options, ctx.artifact_dir or ctx.workdir)
+        self.asked = providers(ctx.options.device)
+        self.session = onnxruntime.InferenceSession(ctx.artifacts["onnx_export"], options, providers=self.asked)
 
         def run(input_set):
             try:
-                return self.session.run(None, feeds(self.session, input_set))
+                outputs = self.session.run(None, feeds(self.session, input_set))
             except Exception as exc:
                 self.failure = self.failure or exc
                 raise
+            if self.ran is None:
+                self.ran = nodes_by_provider(self.session)
+            return outputs
 
         return run
 
@@ -45,7 +47,15 @@ class OnnxRuntime(Stage):
             return None
         import onnxruntime
 
-        return f"onnxruntime {onnxruntime.__version__} {self.session.get_providers()[0]}"
+        loaded = self.session.get_providers()
+        # onnxruntime falls back to the next provider where one does not load: say so
+        dropped = [name for name in self.asked if name not in loaded]
+        not_loaded = f" ({', '.join(dropped)} asked for, not loaded)" if dropped else ""
+        if not self.ran:
+            return f"onnxruntime {onnxruntime.__version__} {loaded[0]}{not_loaded}"
+        counts = sorted(self.ran.items(), key=lambda item: -item[1])
+        ran = ", ".join(f"{count}{' nodes' if i == 0 else ''} on {name}" for i, (name, count) in enumerate(counts))
+        return f"onnxruntime {onnxruntime.__version__}{not_loaded}: {ran}"
 
     def upcast(self, ctx: StageContext) -> str | None:
         from compatcheck.onnxruntime_session import upcast_ops
@@ -68,7 +78,7 @@ class OnnxRuntime(Stage):
         return (
             "import onnxruntime\nfrom compatcheck.spec import InputSet\n"
             "session = onnxruntime.InferenceSession(os.path.join(HERE, 'model.onnx'),\n"
-            f"                                       providers={providers()!r})\n"
+            f"                                       providers={providers(ctx.options.device)!r})\n"
             "names = [i.name for i in session.get_inputs()]\n"
             "def run(args, kwargs):\n"
             "    arrays = InputSet(args, kwargs).arrays_for(names, 'the ONNX model')\n"

@@ -34,11 +34,9 @@ def _launcher(ctx: StageContext, repository: Path):
 
         return local.LocalLauncher(repository, workdir, local.find())
     if options.triton == "docker":
-        import torch
-
         from compatcheck.triton.docker import DockerLauncher, docker_cli
 
-        return DockerLauncher(repository, workdir, options.triton_image, gpus=torch.cuda.is_available(),
+        return DockerLauncher(repository, workdir, options.triton_image, gpus=options.device == "cuda",
                               docker=docker_cli())
     from compatcheck.triton.url import UrlLauncher
 
@@ -81,6 +79,7 @@ class Triton(Stage):
         self.resources = ExitStack()  # unwinds in reverse: unload, close the clients, stop the server
         self.launcher = None
         self.served: str | None = None
+        self.instances: str | None = None  # the instance group's kind: CPU, or GPU with --device cuda
         self.version: str | None = None
         self.load_seconds: float | None = None
         self.latency: dict[str, list[float]] = {protocol: [] for protocol in PROTOCOLS}
@@ -120,9 +119,10 @@ class Triton(Stage):
         batches = [leaf.shape[0] for s in [*ctx.spec.input_sets, *(one.input_set for one in ctx.swept.sets)]
                    for leaf in s.leaves() if leaf.dim()]
         config = repository.write_model(folder, name, "onnx", onnx_file, io, native=launcher.native,
-                                        batch_size=repository.max_batch_size(batches))
+                                        batch_size=repository.max_batch_size(batches), device=ctx.options.device)
         ctx.artifacts[self.name] = str(folder)
         self.served = "onnxruntime backend" if launcher.native else "python backend (onnxruntime)"
+        self.instances = "GPU" if ctx.options.device == "cuda" else "CPU"
 
         http_url, grpc_url = self.resources.enter_context(launcher)
         client = Client(http_url, grpc_url)
@@ -165,7 +165,8 @@ class Triton(Stage):
     def backend(self, ctx: StageContext) -> str | None:
         if self.launcher is None:
             return None
-        parts = [f"triton {self.version or '(version unknown)'} {self.served} via {self.launcher.kind}"]
+        parts = [f"triton {self.version or '(version unknown)'} {self.served} via {self.launcher.kind} on "
+                 f"{self.instances} instances"]
         if self.launcher.ready_seconds is not None:
             parts.append(f"ready in {self.launcher.ready_seconds:.2f}s")
         if self.load_seconds is not None:

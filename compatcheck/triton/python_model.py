@@ -18,8 +18,11 @@ class TritonPythonModel:
         self.batched = config["max_batch_size"] > 0
         folder = os.path.join(args["model_repository"], args["model_version"])
         onnx_file = os.path.join(folder, "model.onnx")
-        self.run = _onnxruntime(onnx_file, self.outputs) if os.path.exists(onnx_file) else \
-            _torchscript(os.path.join(folder, "model.pt"), self.inputs)
+        # The instance group's kind (config.pbtxt): KIND_GPU instances run on their GPU.
+        gpu = args.get("model_instance_kind") == "GPU"
+        device = f"cuda:{args.get('model_instance_device_id', 0)}" if gpu else "cpu"
+        self.run = _onnxruntime(onnx_file, self.outputs, device) if os.path.exists(onnx_file) else \
+            _torchscript(os.path.join(folder, "model.pt"), self.inputs, device)
 
     def execute(self, requests):
         feeds = [{name: pb_utils.get_input_tensor_by_name(request, name).as_numpy() for name in self.inputs}
@@ -38,21 +41,24 @@ class TritonPythonModel:
         ])
 
 
-def _onnxruntime(path, outputs):
+def _onnxruntime(path, outputs, device):
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    providers = ["CPUExecutionProvider"]
+    if device != "cpu":
+        providers.insert(0, ("CUDAExecutionProvider", {"device_id": int(device.partition(":")[2])}))
+    session = onnxruntime.InferenceSession(path, providers=providers)
     return lambda feed: session.run(outputs, feed)
 
 
-def _torchscript(path, inputs):
+def _torchscript(path, inputs, device):
     import torch
 
-    module = torch.jit.load(path, map_location="cpu").eval()
+    module = torch.jit.load(path, map_location=device).eval()
 
     def run(feed):
         with torch.no_grad():
-            result = module(*(torch.from_numpy(feed[name]) for name in inputs))
-        return [leaf.numpy() for leaf in torch.utils._pytree.tree_leaves(result)]
+            result = module(*(torch.from_numpy(feed[name]).to(device) for name in inputs))
+        return [leaf.cpu().numpy() for leaf in torch.utils._pytree.tree_leaves(result)]
 
     return run

@@ -87,11 +87,14 @@ def model_name(stem: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", stem) or "model"
 
 
-def model_config(name: str, backend: str, io: ModelIO, batch_size: int):
-    """The ModelConfig message; max_batch_size and dynamic_batching only with a dynamic batch dimension."""
+def model_config(name: str, backend: str, io: ModelIO, batch_size: int, device: str = "cpu"):
+    """The ModelConfig message; max_batch_size and dynamic_batching only with a dynamic batch dimension. One
+    instance on the device asked for: left out, Triton picks the GPU wherever it sees one."""
     from tritonclient.grpc import model_config_pb2 as mc
 
     config = mc.ModelConfig(name=name, backend=backend, max_batch_size=batch_size if io.batched else 0)
+    kind = "KIND_GPU" if device == "cuda" else "KIND_CPU"
+    config.instance_group.add(kind=mc.ModelInstanceGroup.Kind.Value(kind), count=1)
     for specs, field in ((io.inputs, config.input), (io.outputs, config.output)):
         for spec in specs:
             dims = spec.shape[1:] if io.batched else spec.shape
@@ -116,12 +119,12 @@ def config_text(config) -> str:
 
 
 def write_model(repository: Path, name: str, kind: str, artifact: Path, io: ModelIO, *, native: bool,
-                batch_size: int = DEFAULT_MAX_BATCH_SIZE):
+                batch_size: int = DEFAULT_MAX_BATCH_SIZE, device: str = "cpu"):
     """Write <repository>/<name>/config.pbtxt and 1/<artifact>; return the ModelConfig written."""
     backend, filename = KINDS[kind]
     if kind == "torchscript":
         io = io.renamed("input__{}", "output__{}")
-    config = model_config(name, backend if native else "python", io, batch_size)
+    config = model_config(name, backend if native else "python", io, batch_size, device)
     folder = repository / name / VERSION
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(artifact, folder / filename)

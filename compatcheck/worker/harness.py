@@ -172,6 +172,12 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             result.findings.append(_variation_finding(stage.name, ctx, result))
         if result.status is Status.PASS:
             result.reason = f"values not compared: {_what_varies(ctx)}; they vary here too"
+    if result.status is Status.PASS:
+        try:
+            note = stage.note(ctx)
+        except Exception as exc:  # a note that fails must not cost the stage its verdict
+            note = f"(note failed: {one_line(exc)})"
+        result.reason = "; ".join(filter(None, [result.reason, note])) or None
     if copy_problem:
         result.reason = "; ".join(filter(None, [result.reason, f"the model's copy for this stage: {copy_problem}"]))
     if result.status in (Status.FAIL, Status.MISMATCH):

@@ -59,6 +59,7 @@ def run_stages(spec, request: WorkerRequest, send, manifest=dict) -> None:
     except UsageError as exc:
         send(UsageErrorMessage(message=str(exc)))
         return
+    spec.place(options.device)
     ctx = StageContext(spec, options, workdir, dict(request.artifacts), dict(request.previous), request.blockers)
     if request.save_inputs:
         reproduce.save_inputs(spec.input_sets, workdir / "inputs.npz")

@@ -99,9 +99,11 @@ class Reproduction:
             restored.append(input_set.map(lambda t, i=index: torch.from_numpy(
                 saved[f"set{i}_input{next(leaves)}"]).to(dtype=t.dtype, device=t.device)))
         self.spec.given_inputs = restored
-        self.ctx = StageContext(self.spec, RunOptions.model_validate(options), Path(inputs).parent, {}, {})
+        run_options = RunOptions.model_validate(options)
+        self.spec.place(run_options.device)
+        self.ctx = StageContext(self.spec, run_options, Path(inputs).parent, {}, {})
         self.model = self.spec.model
-        self.input_sets = [(s.args, s.kwargs) for s in restored]
+        self.input_sets = [(s.args, s.kwargs) for s in self.spec.given_inputs]
         self.dynamic_shapes = self.spec.dynamic_shapes
 
     def check(self, build, flat: bool, expected: str | None) -> int:

@@ -161,17 +161,20 @@ class StageContext:
     def fp64(self, index: int):
         """Eager outputs for input set `index` computed in float64, or the exception where the model refuses."""
         if index not in self._fp64:
-            try:
-                model = (self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double()
-                as64 = self.spec.input_sets[index].map(
-                    lambda t: t.double() if t.is_floating_point() else t
-                )
-                torch.manual_seed(SEEDS[0])
-                with torch.no_grad():
-                    self._fp64[index] = model(*as64.args, **as64.kwargs)
-            except Exception as exc:
-                self._fp64[index] = exc.with_traceback(None)  # the reason is kept, not its frames
+            self._fp64[index] = self.float64(self.spec.input_sets[index])
         return self._fp64[index]
+
+    def float64(self, input_set: InputSet):
+        """Eager outputs for any input set (a slice of one, a batch of samples) computed in float64 by a
+        fresh copy of the model, or the exception where the model refuses."""
+        try:
+            model = (self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double()
+            as64 = input_set.map(lambda t: t.double() if t.is_floating_point() else t)
+            torch.manual_seed(SEEDS[0])
+            with torch.no_grad():
+                return model(*as64.args, **as64.kwargs)
+        except Exception as exc:
+            return exc.with_traceback(None)  # the reason is kept, not its frames
 
     @property
     def sample(self) -> InputSet:

@@ -1,4 +1,5 @@
-"""eager: the model as written. It is the reference; run twice to tell nondeterminism from backend error."""
+"""eager: the model as written. It is the reference; run twice to tell nondeterminism from backend error,
+and sample by sample against batches of the user's samples, to tell whether answers depend on the batch."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 
 import torch
 
+from compatcheck.diagnose.batching import batch_dependence
 from compatcheck.diagnose.mutation import input_mutation
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
@@ -24,8 +26,12 @@ _DROPOUT_ALWAYS = re.compile(r"\btraining\s*=\s*True\b")
 class Eager(Stage):
     name = "eager"
 
+    def __init__(self):
+        self.batching: list[Finding] = []
+
     def build(self, ctx: StageContext):
         ctx.reference  # noqa: B018 - computing it is the point: it raises what the model raises
+        self.batching = batch_dependence(ctx, self.name)
         return ctx.eager
 
     def backend(self, ctx: StageContext) -> str:
@@ -43,6 +49,7 @@ class Eager(Stage):
         if ctx.spec.arrived_training:
             findings.extend(self._training_mode(ctx))
         findings.extend(input_mutation(ctx, self.name))
+        findings.extend(self.batching)
         if ctx.varies:
             findings.append(self._variation(ctx))
         elif ctx.noise is not None:

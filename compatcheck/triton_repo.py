@@ -17,7 +17,8 @@ ONNX = ROUTE["onnx"].stages[0]
 TORCHSCRIPT = (*ROUTE["torchscript"].stages, *ROUTE["trace"].stages)  # scripted where it passes, else traced
 
 
-def write_repository(model: Path, factory: str, output: Path, *, native: bool, timeout: float) -> list[str]:
+def write_repository(model: Path, factory: str, output: Path, *, native: bool, timeout: float,
+                     queue_delay_ms: float) -> list[str]:
     """Write the repository into `output`; return one line per model written or left out."""
     from compatcheck.options import parse
     from compatcheck.report.model import Status
@@ -38,7 +39,8 @@ def write_repository(model: Path, factory: str, output: Path, *, native: bool, t
         io = repository.onnx_io(onnx_file)
         batch = repository.max_batch_size(shape[0] for one in report.model.input_shapes for shape in one if shape)
         name = repository.model_name(model.stem)
-        repository.write_model(output, f"{name}_onnx", "onnx", onnx_file, io, native=native, batch_size=batch)
+        repository.write_model(output, f"{name}_onnx", "onnx", onnx_file, io, native=native, batch_size=batch,
+                               queue_delay_ms=queue_delay_ms)
         lines = [f"{name}_onnx: {onnx_file.name} for the "
                  f"{'onnxruntime' if native else 'python (onnxruntime)'} backend"]
 
@@ -46,7 +48,7 @@ def write_repository(model: Path, factory: str, output: Path, *, native: bool, t
         if passed:
             script = Path(passed[0].artifacts[passed[0].name])
             repository.write_model(output, f"{name}_torchscript", "torchscript", script, io, native=native,
-                                   batch_size=batch)
+                                   batch_size=batch, queue_delay_ms=queue_delay_ms)
             lines.append(f"{name}_torchscript: {script.name} from {passed[0].name} for the "
                          f"{'pytorch' if native else 'python (torch)'} backend")
         else:

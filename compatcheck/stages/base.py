@@ -18,7 +18,7 @@ from compatcheck.compare import VALUES, Tolerances, flatten, to_tensor
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.recipes import Recipe
-from compatcheck.report.model import Finding
+from compatcheck.report.model import Finding, ServedLoad
 from compatcheck.spec import InputSet, ModelSpec
 from compatcheck.torch_features import Feature
 from compatcheck.variation import SEEDS, Site, Variation, clock_moved, recording_random_ops
@@ -66,6 +66,11 @@ class Stage:
     def call(self, ctx: "StageContext", recipe: Recipe) -> str:
         """The call a user pastes to build it with `recipe`."""
         return ""
+
+    def under_load(self, ctx: "StageContext") -> ServedLoad | None:
+        """After every input set passed: the artifact answering many requests at once, as a server
+        batches them; None where the stage serves nothing. A `problem` in it makes the stage a mismatch."""
+        return None
 
     def close(self) -> None:
         """Release what build() holds (servers, sessions); called whatever happened."""

@@ -113,7 +113,10 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             if runner is not None:
                 for index, input_set in enumerate(ctx.spec.input_sets):
                     result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage.flat_outputs, raised))
-                if ctx.options.bench and all(s.ok for s in result.input_sets):
+                if all(s.ok for s in result.input_sets):
+                    result.load = stage.under_load(ctx)
+                if ctx.options.bench and all(s.ok for s in result.input_sets) and not (result.load and
+                                                                                        result.load.problem):
                     result.timings = _time(stage, ctx, runner)
         except UsageError:
             raise  # the model file's fault, not the stage's: the run stops with it
@@ -145,6 +148,8 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
         if errors:
             result.error = errors[0][1]
         result.reason = _summarize(result.input_sets)
+        if result.status is Status.PASS and result.load and result.load.problem:
+            result.status, result.reason = Status.MISMATCH, result.load.problem
         if runner is None and result.status is Status.PASS:
             result.reason = "built and checked; nothing here to run it with, the next stage runs it"
         elif result.status is Status.PASS and any((leaf.fp64_verdict or "").startswith("within-noise")
@@ -249,6 +254,9 @@ def _passes_with(stage_class, ctx: StageContext, recipe):
                     continue
                 if not all(run_input_set(ctx, runner, index, one, check.flat_outputs).ok
                            for index, one in enumerate(ctx.spec.input_sets)):
+                    return False
+                load = check.under_load(ctx)
+                if load and load.problem:
                     return False
                 ran = True
             return ran

@@ -54,6 +54,9 @@ def render(report: Report, console: Console) -> None:
     if report.model and report.model.dynamic_shapes:
         how = "inferred from the input sets" if report.model.dynamic_shapes_inferred else "from get_dynamic_shapes()"
         console.print(f"dynamic shapes ({how}): {report.model.dynamic_shapes}")
+    swept = report.swept_summary()
+    if swept:
+        console.print(escape(swept), highlight=False)
     shown_rewrites: set[str] = set()
     shown_advice: set[str] = set()
     for finding in report.findings:

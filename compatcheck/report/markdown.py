@@ -160,6 +160,8 @@ def checklist(report: Report) -> str:
                      f"{_number(stage.max_abs_error)} | {_number(stage.max_rel_error)} | {stage.seconds:.1f} | "
                      f"{_text(stage.reason)} |")
     lines.append("")
+    if report.swept_summary():
+        lines += [_text(report.swept_summary()[0].upper() + report.swept_summary()[1:]) + ".", ""]
     shown: dict[str, str] = {}
     if blocked:
         count = sum(max(len(s.findings), 1) for s in blocked)

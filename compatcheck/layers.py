@@ -21,7 +21,7 @@ LAYERS = (
     ("model", "loading the model file, comparing outputs, the user's frames, torch's features, the worker protocol",
      ("compatcheck.spec", "compatcheck.payload", "compatcheck.compare", "compatcheck.frames",
       "compatcheck.torch_features", "compatcheck.onnxruntime_session", "compatcheck.protocol",
-      "compatcheck.variation", "compatcheck.recipes")),
+      "compatcheck.variation", "compatcheck.recipes", "compatcheck.sweep")),
     ("report", "the report model (the JSON schema) and its renderers, route summaries", ("compatcheck.report",)),
     ("ground", "the package's face (its version), the options table, the ladder and route tables, errors, files, "
                "redaction, what the host has",

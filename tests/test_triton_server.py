@@ -124,7 +124,8 @@ def test_convnet_passes_over_http_and_grpc(tmp_path):
     assert f"{served} via local" in stage["backend"]
     assert "ready in" in stage["backend"] and "HTTP first request" in stage["backend"]
     assert "gRPC first request" in stage["backend"]
-    assert "HTTP and gRPC answers identical on 2 input sets" in stage["backend"]
+    # the swept sizes are sent over both protocols too
+    assert f"HTTP and gRPC answers identical on {2 + len(stage['swept'])} input sets" in stage["backend"]
     shapes = [[leaf["shape"] for leaf in one["leaves"]] for one in stage["input_sets"]]
     assert shapes == [[[2, 10]], [[5, 10]]]
     assert all(one["ok"] for one in stage["input_sets"])

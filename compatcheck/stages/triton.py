@@ -100,6 +100,7 @@ class Triton(Stage):
         self.identical = 0
         self.findings: list[Finding] = []  # on the config, and on answers that changed under load
         self.under_load_said: str | None = None  # how the concurrent requests went, in words
+        self.log: Path | None = None  # where the Python-backend model logs each execution's requests
 
     def available(self, ctx: StageContext) -> str | None:
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -197,8 +198,6 @@ def _dims(spec: TensorSpec) -> str:
 
 def executions(log: Path, since: int) -> list[list[str]]:
     """The request ids of each execution the Python-backend model logged after byte `since`."""
-    import json
-
     with log.open("rb") as lines:
         lines.seek(since)
         return [json.loads(line) for line in lines.read().decode().splitlines() if line.strip()]

@@ -328,7 +328,8 @@ def triton_repo(
     _writable_dir(output, "--output")
     try:
         lines = write_repository(model.resolve(), factory, output, native=given["triton_backend"] == "native",
-                                 timeout=chosen.timeout, device=chosen.device)
+                                 timeout=chosen.timeout, device=chosen.device,
+                                 queue_delay_ms=chosen.triton_queue_delay)
     except TritonError as exc:
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(EXIT_FAILED) from None

@@ -74,6 +74,12 @@ def _finite(value: float | None) -> float | None:
     return value
 
 
+def _milliseconds(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number of milliseconds, got {value:g}")
+    return value
+
+
 @dataclass(frozen=True)
 class Option:
     name: str  # the keyword argument, matrix.yaml key and RunOptions field; the flag is --name-with-dashes
@@ -142,6 +148,10 @@ OPTIONS = (
            "HOST:PORT,HOST:PORT), for --triton url.", doors=("cli", "api", "pytest", "worker"), cache_key=True),
     Option("triton_image", str, "nvcr.io/nvidia/tritonserver:24.10-py3", "Image for --triton docker.",
            doors=("cli", "api", "pytest", "worker"), cache_key=True),
+    Option("triton_queue_delay", float, 100.0, "Milliseconds the dynamic batcher waits for more requests to batch "
+           "(max_queue_delay_microseconds in config.pbtxt), so the triton stage's concurrent requests really share "
+           "batches; 0 batches only what is already queued.", doors=("cli", "api", "pytest", "worker"),
+           cache_key=True, ge=0, check=_milliseconds, metavar="MS", commands=("run", "triton-repo")),
     Option("artifacts", Path, None, "Keep exported files, inputs.npz and a reproduce script per stage here."),
     Option("jobs", int, 1, "Run independent stages in up to N workers side by side.", ge=1, short="-j"),
     Option("memory_limit", str, None, "Memory a worker may allocate, e.g. 4G or 512M; beyond it allocations fail.",

@@ -1,7 +1,7 @@
 """Load the user's model (worker side only) into a ModelSpec, with one-line errors for bad input.
 
 A model file's protocol: `get_model()` (or the factory named after ':'), `get_inputs()` returning an
-input set or a list of input sets, optional `get_dynamic_shapes()` and `TOLERANCE`. A model handed
+input set or a list of input sets, optional `get_dynamic_shapes()`, `TOLERANCE` and `PADDING`. A model handed
 to `compatcheck.check()` as an object arrives with the same parts (see payload.py).
 """
 
@@ -118,6 +118,7 @@ class ModelSpec:
     signature: inspect.Signature | None = None  # of the model's forward, to name its arguments
     dtype: torch.dtype | None = None  # --dtype float16/bfloat16: what the model and its inputs were cast to
     float32_inputs: list[InputSet] | None = None  # with `dtype`: the input sets in float32, for the float32 answers
+    padding: dict[str, float] = field(default_factory=dict)  # input name -> the value samples are padded with
 
     @property
     def input_sets(self) -> list[InputSet]:
@@ -473,6 +474,22 @@ def _check_tolerance(raw, where: str) -> dict:
     return raw
 
 
+def _check_padding(raw, first: InputSet) -> dict:
+    """PADDING: {input name: the value a shorter sample is padded with, at the end of every dim but the batch}."""
+    if raw is None:
+        return {}
+    names = first.names or []
+    if not isinstance(raw, dict):
+        raise UsageError("PADDING must be a dict from input name to pad value, like {'input_ids': 0}")
+    for name, value in raw.items():
+        if name not in names:
+            raise UsageError(f"PADDING names {name!r}, which is no tensor input of forward; its tensor inputs are "
+                             f"{', '.join(names)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise UsageError(f"PADDING[{name!r}] must be a finite number, got {value!r}")
+    return dict(raw)
+
+
 def load(path: Path, factory: str = "get_model") -> ModelSpec:
     path = Path(path).resolve()
     check_model_path(path)
@@ -500,6 +517,7 @@ def load(path: Path, factory: str = "get_model") -> ModelSpec:
     spec = assemble(path, factory, model, raw_inputs, "get_inputs()", dynamic,
                     getattr(module, "TOLERANCE", None), "TOLERANCE", pristine=pristine)
     spec.build_sites = build_sites
+    spec.padding = _check_padding(getattr(module, "PADDING", None), spec.given_inputs[0])
     return spec
 
 

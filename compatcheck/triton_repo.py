@@ -18,7 +18,7 @@ TORCHSCRIPT = (*ROUTE["torchscript"].stages, *ROUTE["trace"].stages)  # scripted
 
 
 def write_repository(model: Path, factory: str, output: Path, *, native: bool, timeout: float,
-                     device: str = "cpu") -> list[str]:
+                     queue_delay_ms: float, device: str = "cpu") -> list[str]:
     """Write the repository into `output`, its models' instances on `device` (checked there first); return one
     line per model written or left out."""
     from compatcheck.options import parse
@@ -41,7 +41,7 @@ def write_repository(model: Path, factory: str, output: Path, *, native: bool, t
         batch = repository.max_batch_size(shape[0] for one in report.model.input_shapes for shape in one if shape)
         name = repository.model_name(model.stem)
         repository.write_model(output, f"{name}_onnx", "onnx", onnx_file, io, native=native, batch_size=batch,
-                               device=device)
+                               device=device, queue_delay_ms=queue_delay_ms)
         lines = [f"{name}_onnx: {onnx_file.name} for the "
                  f"{'onnxruntime' if native else 'python (onnxruntime)'} backend"]
 
@@ -49,7 +49,7 @@ def write_repository(model: Path, factory: str, output: Path, *, native: bool, t
         if passed:
             script = Path(passed[0].artifacts[passed[0].name])
             repository.write_model(output, f"{name}_torchscript", "torchscript", script, io, native=native,
-                                   batch_size=batch, device=device)
+                                   batch_size=batch, device=device, queue_delay_ms=queue_delay_ms)
             lines.append(f"{name}_torchscript: {script.name} from {passed[0].name} for the "
                          f"{'pytorch' if native else 'python (torch)'} backend")
         else:

@@ -142,3 +142,68 @@ def test_triton_repo_command_writes_native_and_python_repositories(tmp_path):
         assert (out / "convnet_onnx" / "1" / "model.py").exists() == (backend == "python")
     again = compatcheck("triton-repo", "models/convnet.py", "-o", str(tmp_path / "native"))
     assert again.returncode == 2 and "not empty" in again.stderr
+
+
+def test_queue_delay_is_written_in_microseconds(tmp_path):
+    path = graph_file(tmp_path, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])])
+    config = repository.write_model(tmp_path / "repo", "m", "onnx", path, repository.onnx_io(path), native=True,
+                                    queue_delay_ms=100)
+    again = parsed(tmp_path / "repo" / "m")
+    assert again == config and again.dynamic_batching.max_queue_delay_microseconds == 100_000
+    assert "execution_log" not in (tmp_path / "repo" / "m" / "config.pbtxt").read_text()
+
+
+def test_an_output_that_drops_the_batch_is_a_misfit_of_the_config(tmp_path):
+    from compatcheck.triton.load import misfits
+
+    path = graph_file(tmp_path, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    io = repository.onnx_io(path)
+    config = repository.model_config("m", "onnxruntime", io, 64)
+    [said] = misfits(io, config.max_batch_size, 5)
+    assert said.startswith("config.pbtxt has max_batch_size 0, so the dynamic batcher is off")
+    assert "output 'y' [4]" in said and "does not keep the inputs' batch dimension 'batch'" in said
+
+
+def test_inputs_without_one_batch_dimension_are_a_misfit_of_the_config(tmp_path):
+    from compatcheck.triton.load import misfits
+
+    path = graph_file(tmp_path, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4]),
+                                 helper.make_tensor_value_info("z", TensorProto.FLOAT, [3, 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])])
+    [said] = misfits(repository.onnx_io(path), 0, 5)
+    assert "input 'z' [3, 4]" in said and "share no dynamic first dimension" in said
+
+
+def test_a_max_batch_size_below_the_largest_request_is_a_misfit(tmp_path):
+    from compatcheck.triton.load import misfits
+
+    path = graph_file(tmp_path, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])])
+    io = repository.onnx_io(path)
+    assert misfits(io, 64, 64) == []
+    [said] = misfits(io, 8, 9)
+    assert "max_batch_size 8, below the largest request (9 samples)" in said
+
+
+def test_load_goes_only_to_this_machine():
+    from compatcheck.triton import load
+
+    assert all(map(load.loopback, ["127.0.0.1:8000", "localhost:8001", "[::1]:8000", "127.0.0.2:1"]))
+    assert not any(map(load.loopback, ["10.0.0.1:8000", "example.com:80", "[2001:db8::1]:8000", "8000"]))
+    with pytest.raises(TritonError, match="refusing to send load to 10.0.0.1:8001"):
+        load.together(("127.0.0.1:8000", "10.0.0.1:8001"), "m", [], [])
+    with pytest.raises(TritonError, match="not this machine"):
+        load.level(("example.com:8000", "127.0.0.1:8001"), "m", [], [], "http", 4)
+
+
+def test_payloads_are_distinct_slices_of_mixed_sizes():
+    from compatcheck.triton.load import slices
+
+    made = slices([3, 5], 16)
+    assert len(made) == len(set(made)) == 16
+    assert {end - start for _, start, end in made} >= {1, 2, 3}
+    assert {index for index, _, _ in made} == {0, 1}
+    assert all(0 <= start < end <= (3, 5)[index] for index, start, end in made)
+    assert slices([None], 3) == [(0, None, None)] * 3

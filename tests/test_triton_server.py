@@ -1,22 +1,25 @@
 """The triton stage against a real tritonserver on this machine (`--triton local`): the conv net passes
-over HTTP and gRPC, load failures carry the server's reason, and no server process outlives a run,
-even one interrupted mid-stage."""
+over HTTP and gRPC and under concurrent requests the dynamic batcher packs, a model that centres over
+the batch is caught there, load failures carry the server's reason, and no server process or listener
+outlives a run, even one interrupted mid-stage."""
 
 import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from google.protobuf import text_format
 from onnx import TensorProto, helper
 
-from compatcheck.triton import local, repository
+from compatcheck.triton import load, local, repository
 from compatcheck.triton.errors import TritonLoadError
 from tests.faults.conftest import poll_until_empty
 
@@ -89,6 +92,16 @@ def wait_until_gone(text: str, seconds: float = 15) -> dict[int, str]:
     return poll_until_empty(lambda: processes_mentioning(text), seconds)
 
 
+def listening(address: str) -> bool:
+    """Whether something still accepts connections at HOST:PORT."""
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 def identity_onnx(path: Path) -> Path:
     graph = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["y"])], "identity",
@@ -111,23 +124,62 @@ def test_convnet_passes_over_http_and_grpc(tmp_path):
     assert f"{served} via local" in stage["backend"]
     assert "ready in" in stage["backend"] and "HTTP first request" in stage["backend"]
     assert "gRPC first request" in stage["backend"]
-    assert "HTTP and gRPC answers identical on 2 input sets" in stage["backend"]
+    # the swept sizes are sent over both protocols too
+    assert f"HTTP and gRPC answers identical on {2 + len(stage['swept'])} input sets" in stage["backend"]
     shapes = [[leaf["shape"] for leaf in one["leaves"]] for one in stage["input_sets"]]
     assert shapes == [[[2, 10]], [[5, 10]]]
     assert all(one["ok"] for one in stage["input_sets"])
     assert (artifacts / "triton" / "repository" / "convnet" / "config.pbtxt").exists()
+    served = stage["load"]
+    assert len(served["requests"]) == 16 and all(request["ok"] for request in served["requests"])
+    assert {request["protocol"] for request in served["requests"]} == {"http", "grpc"}
+    assert len({request["rows"][1] - request["rows"][0] for request in served["requests"]}) > 1
+    assert served["executions"] < 16, served  # the batcher really packed them
+    assert served["inferences"] == sum(request["rows"][1] - request["rows"][0] for request in served["requests"])
+    assert sum(served["batch_stats"].values()) == served["executions"]
+    assert f"16 concurrent requests (8 HTTP, 8 gRPC) ran in {served['executions']} execution" in stage["backend"]
+    if PYTHON_BACKEND:
+        assert served["shared"] > 1
+    assert not any(finding["kind"] == "batch-dependence" for one in json.loads(out.read_text())["stages"]
+                   for finding in one["findings"])
     assert wait_until_gone(str(artifacts)) == {}
+    assert not any(map(listening, served["addresses"]))
+
+
+def test_a_model_centred_over_the_batch_changes_answers_when_batched(tmp_path):
+    out = tmp_path / "report.json"
+    run = compatcheck("run", "tests/models/batch_statistics.py", "--stages", "triton", "--artifacts",
+                      str(tmp_path / "artifacts"), "--json", str(out), "-q", timeout=600)
+    assert run.returncode == 1, run.stdout + run.stderr
+    stages = {s["name"]: s for s in json.loads(out.read_text())["stages"]}
+    [eager] = stages["eager"]["findings"]
+    assert eager["kind"] == "batch-dependence" and eager["code"] == "return h - h.mean(dim=0, keepdim=True)"
+    triton = stages["triton"]
+    assert triton["status"] == "mismatch", triton
+    [finding] = [one for one in triton["findings"] if one["kind"] == "batch-dependence"]
+    first = triton["load"]["requests"][0]
+    assert not first["ok"] and first["id"] == "r1" and first["rows"] == [0, 1]
+    assert finding["message"] == triton["reason"]
+    assert "request r1 (HTTP, input set 1 sample 1) answered differently" in finding["message"]
+    assert "alone it matched eager" in finding["message"]
+    if PYTHON_BACKEND:  # the Python-backend model logs which requests ran together
+        assert first["shared_with"], triton["load"]
+        assert f"when it shared a batch with {', '.join(first['shared_with'])}:" in finding["message"]
+    assert wait_until_gone(str(tmp_path / "artifacts")) == {}
+    assert not any(map(listening, triton["load"]["addresses"]))
 
 
 @pytest.fixture(scope="module")
 def broken_repository(tmp_path_factory):
-    """A server on a repository of models that cannot load, each for another reason."""
+    """A server on a repository of models that cannot load, each for another reason, and one that can."""
     root = tmp_path_factory.mktemp("broken")
     onnx_file = identity_onnx(root / "model.onnx")
     io = repository.onnx_io(onnx_file)
     repo = root / "repository"
     for name in ("raises", "unparsable", "invalid"):
         repository.write_model(repo, name, "onnx", onnx_file, io, native=False)
+    repository.write_model(repo, "identity", "onnx", onnx_file, io, native=not PYTHON_BACKEND, batch_size=8,
+                           queue_delay_ms=200)
     (repo / "raises" / "1" / "model.py").write_text(RAISES)
     unparsable = repo / "unparsable" / "config.pbtxt"
     unparsable.write_text(unparsable.read_text() + "bogus_field: 1\n")
@@ -137,12 +189,12 @@ def broken_repository(tmp_path_factory):
     launcher = local.LocalLauncher(repo, root / "server", INSTALLATION)
     with launcher as (http_url, grpc_url):
         client = Client(http_url, grpc_url)
-        yield launcher, client
+        yield launcher, client, (http_url, grpc_url)
         client.close()
 
 
 def test_exception_in_initialize_is_the_finding(broken_repository):
-    launcher, client = broken_repository
+    launcher, client, _ = broken_repository
     with pytest.raises(TritonLoadError) as caught:
         client.load("raises", launcher)
     assert "RuntimeError: weights missing" in caught.value.reason.splitlines()[0]
@@ -152,7 +204,7 @@ def test_exception_in_initialize_is_the_finding(broken_repository):
 
 
 def test_config_that_does_not_parse_shows_the_server_log_reason(broken_repository):
-    launcher, client = broken_repository
+    launcher, client, _ = broken_repository
     with pytest.raises(TritonLoadError) as caught:
         client.load("unparsable", launcher)
     first = caught.value.reason.splitlines()[0]
@@ -161,10 +213,79 @@ def test_config_that_does_not_parse_shows_the_server_log_reason(broken_repositor
 
 
 def test_config_the_server_rejects_shows_the_server_log_reason(broken_repository):
-    launcher, client = broken_repository
+    launcher, client, _ = broken_repository
     with pytest.raises(TritonLoadError) as caught:
         client.load("invalid", launcher)
     assert "dynamic batching preferred size must be <= max batch size" in str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def identity(broken_repository):
+    """The identity model on that server, batched up to 8 samples, the batcher waiting 200 ms."""
+    launcher, client, urls = broken_repository
+    client.load("identity", launcher)
+    [x] = repository.onnx_io(launcher.repository / "identity" / "1" / "model.onnx").inputs
+    return client, urls, x
+
+
+def test_concurrent_requests_share_executions_and_keep_their_answers(identity):
+    client, urls, x = identity
+    requests = [load.Request(f"r{n}", ("http", "grpc")[n % 2], ((x, np.full((1 + n % 3, 4), n, np.float32)),))
+                for n in range(12)]
+    before = client.statistics("identity")
+    answers = load.together(urls, "identity", requests, ["y"])
+    stats = client.statistics("identity").since(before)
+    assert all((answers[r.id][0] == r.inputs[0][1]).all() for r in requests)
+    assert stats.inferences == sum(len(r.inputs[0][1]) for r in requests)
+    assert stats.executions < len(requests) and sum(stats.batches.values()) == stats.executions
+    assert max(stats.batches) <= 8
+
+
+def test_a_bench_level_stops_at_its_request_count(identity):
+    client, urls, x = identity
+    started = time.monotonic()
+    level = load.level(urls, "identity", [(x, np.ones((2, 4), np.float32))], ["y"], "grpc", 4,
+                       requests=20, seconds=5)
+    assert len(level.latencies) == 20 and level.concurrency == 4 and level.protocol == "grpc"
+    assert 0 < level.percentile_ms(50) <= level.percentile_ms(99) < 5e3
+    assert time.monotonic() - started < 30
+
+
+def test_a_bench_level_stops_at_its_deadline(identity):
+    client, urls, x = identity
+    started = time.monotonic()
+    level = load.level(urls, "identity", [(x, np.ones((2, 4), np.float32))], ["y"], "http", 1,
+                       requests=10**6, seconds=1)
+    assert 0 < len(level.latencies) < 10**6 and level.seconds < 5
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.skipif(not PYTHON_BACKEND, reason="needs nvidia-pytriton's server, whose Python stub is set up by hand")
+def test_concurrent_requests_share_executions_and_keep_their_answers(broken_repository):
+    launcher, client, urls = broken_repository
+    client.load("identity", launcher)
+    [x] = repository.onnx_io(launcher.repository / "identity" / "1" / "model.onnx").inputs
+    requests = [load.Request(f"r{n}", ("http", "grpc")[n % 2], ((x, np.full((1 + n % 3, 4), n, np.float32)),))
+                for n in range(12)]
+    before = client.statistics("identity")
+    answers = load.together(urls, "identity", requests, ["y"])
+    stats = client.statistics("identity").since(before)
+    assert all((answers[r.id][0] == r.inputs[0][1]).all() for r in requests)
+    assert stats.inferences == sum(len(r.inputs[0][1]) for r in requests)
+    assert stats.executions < len(requests) and sum(stats.batches.values()) == stats.executions
+    assert max(stats.batches) <= 8
+
+
+def test_a_bench_level_stops_at_its_request_count(broken_repository):
+    launcher, client, urls = broken_repository
+    client.load("identity", launcher)
+    [x] = repository.onnx_io(launcher.repository / "identity" / "1" / "model.onnx").inputs
+    started = time.monotonic()
+    level = load.level(urls, "identity", [(x, np.ones((2, 4), np.float32))], ["y"], "grpc", 4,
+                       requests=20, seconds=5)
+    assert len(level.latencies) == 20 and level.concurrency == 4 and level.protocol == "grpc"
+    assert 0 < level.percentile_ms(50) <= level.percentile_ms(99) < 5e3
+    assert time.monotonic() - started < 30
 
 
 @pytest.mark.skipif(not PYTHON_BACKEND, reason="needs nvidia-pytriton's server, whose Python stub is set up by hand")

@@ -87,6 +87,7 @@ def render(report: Report, console: Console) -> None:
 
 def render_speed(report: Report, console: Console) -> None:
     timings = [t for stage in report.stages for t in stage.timings]
+    render_concurrency(report, console)
     if not timings:
         return
     table = Table(title="deployment speed (--bench)", title_justify="left")
@@ -100,3 +101,15 @@ def render_speed(report: Report, console: Console) -> None:
         )
     console.print(table)
 
+
+def render_concurrency(report: Report, console: Console) -> None:
+    """perf_analyzer's view of the served model: one table per backend that served it."""
+    levels = [level for stage in report.stages if stage.load for level in stage.load.levels]
+    for backend in dict.fromkeys(level.backend for level in levels):
+        table = Table(title=f"served under concurrency (--bench): {backend}", title_justify="left")
+        for column in ("protocol", "concurrency", "requests", "requests/s", "samples/s", "p50 ms", "p99 ms"):
+            table.add_column(column, justify="left" if column == "protocol" else "right")
+        for level in (level for level in levels if level.backend == backend):
+            table.add_row(level.protocol, str(level.concurrency), str(level.requests), f"{level.throughput:,.1f}",
+                          f"{level.samples_per_second:,.1f}", f"{level.p50_ms:.2f}", f"{level.p99_ms:.2f}")
+        console.print(table)

@@ -118,13 +118,25 @@ def _precision(report: Report) -> list[str]:
 
 def _speed(report: Report) -> list[str]:
     timings = [t for stage in report.stages for t in stage.timings]
-    if not timings:
+    levels = [level for stage in report.stages if stage.load for level in stage.load.levels]
+    if not timings and not levels:
         return []
     rows = [f"| `{t.label}` | {t.input_set + 1} | {t.p50_ms:.3f} | {t.p95_ms:.3f} | "
             f"{f'{t.throughput:,.0f}' if t.throughput else ''} | "
             f"{f'{t.speedup_vs_eager:.2f}x' if t.speedup_vs_eager else ''} |" for t in timings]
-    return ["## Deployment speed", "", "| artifact | input set | p50 ms | p95 ms | samples/s | vs eager |",
-            "|---|---:|---:|---:|---:|---:|", *rows, ""]
+    lines = ["## Deployment speed", ""]
+    if rows:
+        lines += ["| artifact | input set | p50 ms | p95 ms | samples/s | vs eager |", "|---|---:|---:|---:|---:|---:|",
+                  *rows, ""]
+    for backend in dict.fromkeys(level.backend for level in levels):
+        lines += [f"Served under concurrency: {_text(backend)}", "",
+                  "| protocol | concurrency | requests | requests/s | samples/s | p50 ms | p99 ms |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {level.protocol} | {level.concurrency} | {level.requests} | {level.throughput:,.1f} | "
+                  f"{level.samples_per_second:,.1f} | {level.p50_ms:.2f} | {level.p99_ms:.2f} |"
+                  for level in levels if level.backend == backend]
+        lines.append("")
+    return lines
 
 
 def _environment(report: Report) -> list[str]:

@@ -122,6 +122,46 @@ class Timing(BaseModel):
     speedup_vs_eager: float | None = None
 
 
+class ServedRequest(BaseModel):
+    id: str = Field(description="the request id sent to the server, e.g. r3")
+    protocol: str = Field(description="http or grpc")
+    input_set: int
+    rows: list[int] = Field(description="[start, end): the samples of the input set it carries")
+    shared_with: list[str] | None = Field(
+        None, description="the requests it ran in one execution with; null where the backend does not say")
+    ok: bool = Field(description="its answer under load matches eager on its samples, as its answer alone does")
+    problem: str | None = Field(None, description="how its answer differs, in words")
+
+
+class ConcurrencyLevel(BaseModel):
+    backend: str = Field(description="what served it, e.g. python backend (onnxruntime on the CPU)")
+    protocol: str
+    concurrency: int = Field(description="requests in flight at once")
+    requests: int = Field(description="requests timed")
+    seconds: float
+    throughput: float = Field(description="requests answered per second")
+    samples_per_second: float
+    p50_ms: float
+    p99_ms: float
+
+
+class ServedLoad(BaseModel):
+    """The served model under concurrent requests, as its dynamic batcher packs them."""
+
+    addresses: list[str] = Field(description="the HTTP and gRPC addresses sent to: this machine only")
+    queue_delay_ms: float = Field(description="how long the dynamic batcher waited to gather a batch")
+    requests: list[ServedRequest] = Field(description="each sent alone, then all at once")
+    executions: int = Field(description="model executions the concurrent requests took (execution_count)")
+    inferences: int = Field(description="samples they carried (inference_count)")
+    batch_stats: dict[int, int] = Field({}, description="batch size -> executions of that size (batch_stats)")
+    shared: int | None = Field(None, description="requests that shared an execution with another; null where "
+                                                 "the backend does not say which requests ran together")
+    seconds: float = 0.0
+    problem: str | None = Field(None, description="the first request whose answer changed under load, in words")
+    levels: list[ConcurrencyLevel] = Field([], description="with --bench: throughput and latency per protocol "
+                                                           "and concurrency")
+
+
 class CacheOrigin(BaseModel):
     computed_at: str = Field(description="when the run that computed it started (UTC, ISO 8601)")
     tool_version: str = Field(description="the compatcheck version that computed it")
@@ -173,6 +213,7 @@ class StageResult(BaseModel):
                                                         "cost")
     precision: Precision | None = Field(None, description="with --dtype float16 or bfloat16: backend fidelity and "
                                                           "the distance from the float32 answers")
+    load: ServedLoad | None = Field(None, description="triton: the served model under concurrent requests")
 
 
 class Route(BaseModel):

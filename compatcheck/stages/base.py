@@ -19,7 +19,7 @@ from compatcheck.compare import VALUES, Tolerances, flatten, to_tensor
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.recipes import Recipe
-from compatcheck.report.model import Finding
+from compatcheck.report.model import Finding, ServedLoad
 from compatcheck.spec import InputSet, ModelSpec
 from compatcheck.torch_features import Feature
 from compatcheck.variation import SEEDS, Site, Variation, clock_moved, recording_random_ops
@@ -76,6 +76,11 @@ class Stage:
     def call(self, ctx: "StageContext", recipe: Recipe) -> str:
         """The call a user pastes to build it with `recipe`."""
         return ""
+
+    def under_load(self, ctx: "StageContext") -> ServedLoad | None:
+        """After every input set passed: the artifact answering many requests at once, as a server
+        batches them; None where the stage serves nothing. A `problem` in it makes the stage a mismatch."""
+        return None
 
     def close(self) -> None:
         """Release what build() holds (servers, sessions); called whatever happened."""
@@ -194,17 +199,20 @@ class StageContext:
     def fp64(self, index: int):
         """Eager outputs for input set `index` computed in float64, or the exception where the model refuses."""
         if index not in self._fp64:
-            try:
-                model = (self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double()
-                as64 = self.spec.input_sets[index].map(
-                    lambda t: t.double() if t.is_floating_point() else t
-                )
-                torch.manual_seed(SEEDS[0])
-                with torch.no_grad():
-                    self._fp64[index] = model(*as64.args, **as64.kwargs)
-            except Exception as exc:
-                self._fp64[index] = exc.with_traceback(None)  # the reason is kept, not its frames
+            self._fp64[index] = self.float64(self.spec.input_sets[index])
         return self._fp64[index]
+
+    def float64(self, input_set: InputSet):
+        """Eager outputs for any input set (a slice of one, a batch of samples) computed in float64 by a
+        fresh copy of the model, or the exception where the model refuses."""
+        try:
+            model = (self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double()
+            as64 = input_set.map(lambda t: t.double() if t.is_floating_point() else t)
+            torch.manual_seed(SEEDS[0])
+            with torch.no_grad():
+                return model(*as64.args, **as64.kwargs)
+        except Exception as exc:
+            return exc.with_traceback(None)  # the reason is kept, not its frames
 
     @property
     def reduced(self) -> torch.dtype | None:

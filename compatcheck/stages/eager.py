@@ -1,4 +1,5 @@
-"""eager: the model as written. It is the reference; run twice to tell nondeterminism from backend error."""
+"""eager: the model as written. It is the reference; run twice to tell nondeterminism from backend error,
+and sample by sample against batches of the user's samples, to tell whether answers depend on the batch."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 
 import torch
 
+from compatcheck.diagnose.batching import batch_dependence
 from compatcheck.diagnose.mutation import input_mutation
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
@@ -26,9 +28,11 @@ class Eager(Stage):
 
     def __init__(self):
         self.unchecked: str | None = None  # how far the device check on meta got, where it stopped short
+        self.batching: list[Finding] = []
 
     def build(self, ctx: StageContext):
         ctx.reference  # noqa: B018 - computing it is the point: it raises what the model raises
+        self.batching = batch_dependence(ctx, self.name)
         return ctx.eager
 
     def backend(self, ctx: StageContext) -> str:
@@ -58,6 +62,7 @@ class Eager(Stage):
             from compatcheck.diagnose.precision import precision_findings
 
             findings.extend(precision_findings(ctx))
+        findings.extend(self.batching)
         if ctx.varies:
             findings.append(self._variation(ctx))
         elif ctx.noise is not None:

@@ -4,6 +4,7 @@ refuses), send requests over HTTP or gRPC, unload."""
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,6 +17,18 @@ REQUEST_TIMEOUT = 120.0
 LOAD_TIMEOUT = 300.0
 # What the load API says when config.pbtxt does not parse or is invalid; the reason is only in the log.
 POLL_FAILED = "failed to poll from model repository"
+
+
+@dataclass(frozen=True)
+class Statistics:
+    executions: int  # runs of the model, each on one batch
+    inferences: int  # samples, summed over the batches
+    batches: dict[int, int]  # batch size -> how many executions ran a batch of that size
+
+    def since(self, earlier: "Statistics") -> "Statistics":
+        batches = {size: count - earlier.batches.get(size, 0) for size, count in self.batches.items()}
+        return Statistics(self.executions - earlier.executions, self.inferences - earlier.inferences,
+                          {size: count for size, count in sorted(batches.items()) if count})
 
 
 class Client:
@@ -83,7 +96,7 @@ class Client:
         return next((entry.get("reason") for entry in index if entry.get("name") == name), None)
 
     def infer(self, protocol: str, model: str, inputs: list[tuple[TensorSpec, np.ndarray]],
-              outputs: list[str]) -> list[np.ndarray]:
+              outputs: list[str], request_id: str = "") -> list[np.ndarray]:
         module = self.modules[protocol]
         tensors = []
         for spec, array in inputs:
@@ -92,8 +105,19 @@ class Client:
             tensors.append(tensor)
         requested = [module.InferRequestedOutput(name) for name in outputs]
         deadline = {"client_timeout": self.timeout} if protocol == "grpc" else {}
-        result = self.clients[protocol].infer(model, tensors, outputs=requested, **deadline)
+        result = self.clients[protocol].infer(model, tensors, outputs=requested, request_id=request_id, **deadline)
         return [result.as_numpy(name) for name in outputs]
+
+    def statistics(self, model: str) -> "Statistics":
+        """The server's counters for the model since it loaded."""
+        stats = self.clients["http"].get_inference_statistics(model)["model_stats"][0]
+        return Statistics(stats["execution_count"], stats["inference_count"],
+                          {one["batch_size"]: one["compute_infer"]["count"] for one in stats["batch_stats"]})
+
+    def instance_kind(self, model: str) -> str | None:
+        """Where the server runs the model: KIND_CPU or KIND_GPU, from the config it loaded."""
+        groups = self.clients["http"].get_model_config(model).get("instance_group", [])
+        return groups[0].get("kind") if groups else None
 
     def unload(self, name: str) -> None:
         try:

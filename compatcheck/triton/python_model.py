@@ -1,6 +1,8 @@
 """Triton Python-backend model: copied into a repository as <model>/1/model.py, never imported by
 compatcheck. It serves the model.onnx (with onnxruntime) or model.pt (TorchScript, with torch) beside
 it, under the tensor names, dtypes and dims of its config.pbtxt, inside the server's Python stub.
+Where the config's `execution_log` parameter names a file, every execution appends the ids of the
+requests it ran together to it, one JSON list a line: the batch partners of each request.
 """
 
 import json
@@ -16,6 +18,7 @@ class TritonPythonModel:
         self.inputs = [tensor["name"] for tensor in config["input"]]
         self.outputs = [tensor["name"] for tensor in config["output"]]
         self.batched = config["max_batch_size"] > 0
+        self.log = config.get("parameters", {}).get("execution_log", {}).get("string_value")
         folder = os.path.join(args["model_repository"], args["model_version"])
         onnx_file = os.path.join(folder, "model.onnx")
         # The instance group's kind (config.pbtxt): KIND_GPU instances run on their GPU.
@@ -25,6 +28,9 @@ class TritonPythonModel:
             _torchscript(os.path.join(folder, "model.pt"), self.inputs, device)
 
     def execute(self, requests):
+        if self.log:
+            with open(self.log, "a") as log:
+                log.write(json.dumps([request.request_id() for request in requests]) + "\n")
         feeds = [{name: pb_utils.get_input_tensor_by_name(request, name).as_numpy() for name in self.inputs}
                  for request in requests]
         if not self.batched:

@@ -19,6 +19,9 @@ from compatcheck.triton.errors import TritonError
 
 DEFAULT_MAX_BATCH_SIZE = 64
 VERSION = "1"
+# The config parameter naming the file python_model.py appends each execution's request ids to: set
+# only in the config the triton stage loads the model with, never in a repository on disk.
+EXECUTION_LOG = "execution_log"
 WRAPPER = Path(__file__).with_name("python_model.py")
 
 # ONNX element type name -> Triton datatype (the client's name; the config enum is TYPE_<name>).
@@ -37,6 +40,7 @@ class TensorSpec:
     name: str
     datatype: str  # Triton's name: FP32, INT64, ...
     shape: tuple[int, ...]  # the full shape, -1 where dynamic
+    leading: str | None = None  # the name of its first dim, where that is symbolic: the batch dim it may share
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ def onnx_io(path: Path) -> ModelIO:
         dims = tensor.shape.dim
         symbols.append(dims[0].dim_param if dims and dims[0].HasField("dim_param") else None)
         return TensorSpec(value.name, DATATYPES[kind],
-                          tuple(d.dim_value if d.HasField("dim_value") else -1 for d in dims))
+                          tuple(d.dim_value if d.HasField("dim_value") else -1 for d in dims), symbols[-1])
 
     inputs = tuple(spec(v) for v in graph.input if v.name not in weights)
     outputs = tuple(spec(v) for v in graph.output)
@@ -87,9 +91,11 @@ def model_name(stem: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", stem) or "model"
 
 
-def model_config(name: str, backend: str, io: ModelIO, batch_size: int, device: str = "cpu"):
-    """The ModelConfig message; max_batch_size and dynamic_batching only with a dynamic batch dimension. One
-    instance on the device asked for: left out, Triton picks the GPU wherever it sees one."""
+def model_config(name: str, backend: str, io: ModelIO, batch_size: int, device: str = "cpu",
+                 queue_delay_ms: float = 0.0):
+    """The ModelConfig message; max_batch_size and dynamic_batching (waiting up to `queue_delay_ms` to
+    gather a batch) only with a dynamic batch dimension. One instance on the device asked for: left out,
+    Triton picks the GPU wherever it sees one."""
     from tritonclient.grpc import model_config_pb2 as mc
 
     config = mc.ModelConfig(name=name, backend=backend, max_batch_size=batch_size if io.batched else 0)
@@ -104,6 +110,7 @@ def model_config(name: str, backend: str, io: ModelIO, batch_size: int, device: 
                 tensor.reshape.SetInParent()  # Triton wants at least one dim: a scalar is [1] reshaped to []
     if io.batched:
         config.dynamic_batching.SetInParent()
+        config.dynamic_batching.max_queue_delay_microseconds = round(queue_delay_ms * 1000)
     return config
 
 
@@ -119,12 +126,12 @@ def config_text(config) -> str:
 
 
 def write_model(repository: Path, name: str, kind: str, artifact: Path, io: ModelIO, *, native: bool,
-                batch_size: int = DEFAULT_MAX_BATCH_SIZE, device: str = "cpu"):
+                batch_size: int = DEFAULT_MAX_BATCH_SIZE, device: str = "cpu", queue_delay_ms: float = 0.0):
     """Write <repository>/<name>/config.pbtxt and 1/<artifact>; return the ModelConfig written."""
     backend, filename = KINDS[kind]
     if kind == "torchscript":
         io = io.renamed("input__{}", "output__{}")
-    config = model_config(name, backend if native else "python", io, batch_size, device)
+    config = model_config(name, backend if native else "python", io, batch_size, device, queue_delay_ms)
     folder = repository / name / VERSION
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(artifact, folder / filename)

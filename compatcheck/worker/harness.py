@@ -115,7 +115,10 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
                     result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage.flat_outputs, raised))
                 if not BY_NAME[stage.name].reference and all(s.ok for s in result.input_sets):
                     result.swept = [run_swept(ctx, runner, swept, stage.flat_outputs) for swept in ctx.swept.sets]
-                if ctx.options.bench and all(s.ok for s in result.input_sets):
+                if all(s.ok for s in result.input_sets):
+                    result.load = stage.under_load(ctx)
+                if ctx.options.bench and all(s.ok for s in result.input_sets) and not (result.load and
+                                                                                        result.load.problem):
                     result.timings = _time(stage, ctx, runner)
         except UsageError:
             raise  # the model file's fault, not the stage's: the run stops with it
@@ -156,6 +159,8 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
         if BY_NAME[stage.name].reference and (ctx.swept.sets or ctx.swept.caps or ctx.swept.cut_short):
             result.sweep = SweepInfo(sizes=[one.label for one in ctx.swept.sets], caps=ctx.swept.caps,
                                      seconds=ctx.swept.seconds, cut_short=ctx.swept.cut_short)
+        if result.status is Status.PASS and result.load and result.load.problem:
+            result.status, result.reason = Status.MISMATCH, result.load.problem
         if runner is None and result.status is Status.PASS:
             result.reason = "built and checked; nothing here to run it with, the next stage runs it"
         elif result.status is Status.PASS and any((leaf.fp64_verdict or "").startswith("within-noise")
@@ -302,6 +307,9 @@ def _passes_with(stage_class, ctx: StageContext, recipe):
                     return False
                 if not all(run_swept(ctx, runner, swept, check.flat_outputs).ok for swept in ctx.swept.sets):
                     return False  # a recipe must hold where the plain call is held too
+                load = check.under_load(ctx)
+                if load and load.problem:
+                    return False
                 ran = True
             return ran
     except MODEL_ERRORS:

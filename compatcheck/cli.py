@@ -132,6 +132,13 @@ def _writable_file(path: Path | None, what: str, inputs: dict[str, str] | None =
     os.unlink(probe)
 
 
+def _say(line: str) -> None:
+    """One line on stderr; the paths and messages in it may be the model's."""
+    from compatcheck.untrusted import clean
+
+    err.print(clean(line, lines=True), markup=False, soft_wrap=True)
+
+
 def _write_output(path: Path, text: str, what: str, report) -> None:
     """Write an output at the end; if that fails, or the path turned out to be a file the run loaded, keep the
     text in the temporary folder and say where, so a long run's report is never lost."""
@@ -330,7 +337,7 @@ def triton_repo(
         lines = write_repository(model.resolve(), factory, output, native=given["triton_backend"] == "native",
                                  timeout=chosen.timeout)
     except TritonError as exc:
-        err.print(f"error: {exc}", markup=False)
+        _say(f"error: {exc}")
         raise typer.Exit(EXIT_FAILED) from None
     for line in lines:
         print(line)
@@ -396,12 +403,12 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except UsageError as exc:
-        err.print(f"error: {exc}", markup=False, soft_wrap=True)
+        _say(f"error: {exc}")
         sys.exit(EXIT_USAGE)
     except TyperException as exc:  # the command line itself is wrong: unknown option, bad value
         message = exc.format_message().strip()
         if message:  # empty when no arguments were given: the help was printed instead
-            err.print(f"error: {message} (see --help)", markup=False, soft_wrap=True)
+            _say(f"error: {message} (see --help)")
         sys.exit(EXIT_USAGE)
     except typer.Abort:
         sys.exit(130)

@@ -154,10 +154,14 @@ def _write_output(path: Path, text: str, what: str, report) -> None:
         except OSError as exc:
             problem = exc.strerror or str(exc)
     fd, kept = tempfile.mkstemp(prefix=f"compatcheck-{path.stem}-", suffix=path.suffix)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    err.print(f"error: cannot write {what} {path} ({problem}); it was written to {kept}", markup=False,
-              soft_wrap=True)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    except OSError as exc:
+        os.unlink(kept)
+        _say(f"error: cannot write {what} {path} ({problem}), nor into {tempfile.gettempdir()} ({exc.strerror})")
+        return
+    _say(f"error: cannot write {what} {path} ({problem}); it was written to {kept}")
 
 
 def _writable_dir(path: Path | None, what: str) -> None:
@@ -197,7 +201,6 @@ def run(
     given: dict = None,
 ) -> None:
     """Run the model through every stage and compare each with eager."""
-    from compatcheck.files import write_atomically
     from compatcheck.options import parse
     from compatcheck.report.console import render
     from compatcheck.session.run import RunRequest, execute
@@ -233,14 +236,14 @@ def run(
 
         report = execute(RunRequest(
             model.resolve(), factory, chosen, command=["compatcheck", *sys.argv[1:]], previous=previous,
-            protected=set(inputs), on_event=on_event, say=lambda line: err.print(line, markup=False, soft_wrap=True)))
+            protected=set(inputs), on_event=on_event, say=_say))
     render(report, console)
     if artifacts and chosen.bench:
         from compatcheck.report.chart import latency_svg
 
         chart = latency_svg(report)
         if chart:
-            write_atomically(artifacts / "latency.svg", chart)
+            _write_output(artifacts / "latency.svg", chart, "the latency chart", report)
     if json_path:
         _write_output(json_path, report.model_dump_json(indent=2), "--json", report)
     if markdown_path:

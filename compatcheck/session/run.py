@@ -120,6 +120,9 @@ def execute(request: RunRequest) -> Report:
             published.close()
             for path in sorted(published.refused):
                 request.say(f"not written into --artifacts: {path} is a file the run loaded")
+            for why in sorted(set(published.unwritten.values())):
+                names = sorted(path for path, said in published.unwritten.items() if said == why)
+                request.say(f"not written into --artifacts ({why}): {', '.join(names)}")
     report.seconds = round(time.monotonic() - started, 3)
     return report
 

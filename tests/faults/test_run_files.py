@@ -219,8 +219,6 @@ def test_stale_working_folders_are_removed_only_when_their_run_is_gone(tmp_path,
 def test_a_file_the_worker_removes_while_it_is_copied_is_left_out(tmp_path, monkeypatch):
     """The worker writes a stage's reproducer before the stage and removes it when the stage skips; the
     parent's copy into --artifacts can list it and then find it gone. It goes on without it."""
-    import shutil
-
     from compatcheck.session import workfolder
 
     work, artifacts = tmp_path / "work", tmp_path / "artifacts"
@@ -228,15 +226,27 @@ def test_a_file_the_worker_removes_while_it_is_copied_is_left_out(tmp_path, monk
     artifacts.mkdir()
     (work / "reproduce_aot_inductor.py").write_text("removed while it is copied")
     (work / "model.onnx").write_text("kept")
-    copy = shutil.copy2
+    copy = workfolder.copy_into
 
-    def removed_first(source, target, **kwargs):
+    def removed_first(source, folder, name, **kwargs):
         if Path(source).name.startswith("reproduce_"):
             Path(source).unlink()
-        return copy(source, target, **kwargs)
+        return copy(source, folder, name, **kwargs)
 
-    monkeypatch.setattr(workfolder.shutil, "copy2", removed_first)
+    monkeypatch.setattr(workfolder, "copy_into", removed_first)
     published = workfolder.Published(artifacts)
     published.sync(work)
     published.close()
     assert sorted(p.name for p in artifacts.iterdir() if p.name != workfolder.LOCK) == ["model.onnx"]
+
+
+def test_a_link_planted_as_the_artifacts_lock_is_refused_and_never_written_through(tmp_path, temp):
+    (tmp_path / "model.py").write_text(PASSES_TRACE)
+    victim, locked = tmp_path / "victim.txt", tmp_path / "art"
+    victim.write_text("the user's own file\n")
+    locked.mkdir()
+    (locked / ".compatcheck.lock").symlink_to(victim)
+    proc = run(temp, "run", str(tmp_path / "model.py"), "--stages", "eager", "--artifacts", str(locked), timeout=120)
+    assert_one_line_usage_error(proc, f"error: cannot lock --artifacts {locked}: {locked / '.compatcheck.lock'}: "
+                                      "it is a symbolic link")
+    assert victim.read_text() == "the user's own file\n"

@@ -309,10 +309,12 @@ def cache_info(given: dict = None) -> None:
           + (f", newest {found['newest']}" if found["newest"] else ""))
     for stage, count in sorted(found["by_stage"].items()):
         print(f"  {stage}: {count}")
+    if found["others"]:
+        print(f"  and {found['others']} other files or folders, which are not the cache's: `cache clear` leaves them")
 
 
 def cache_clear(given: dict = None) -> None:
-    """Remove every cached result."""
+    """Remove every cached result, and nothing else the folder holds."""
     from compatcheck.session.cache import clear, default_dir
 
     print(f"removed {clear(default_dir())} entries from {default_dir()}")

@@ -4,6 +4,7 @@ test nothing of the run is left running and no working folder is left in it."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -250,3 +251,46 @@ def test_a_link_planted_as_the_artifacts_lock_is_refused_and_never_written_throu
     assert_one_line_usage_error(proc, f"error: cannot lock --artifacts {locked}: {locked / '.compatcheck.lock'}: "
                                       "it is a symbolic link")
     assert victim.read_text() == "the user's own file\n"
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A real filesystem of 1 MiB with no space left (a tmpfs, which takes root to mount)."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {(mounted.stderr or mounted.stdout).strip()}")
+    try:
+        with open(folder / "filler", "wb", buffering=0) as filler:
+            try:
+                while filler.write(b"\0" * 65536):
+                    pass
+            except OSError:
+                pass
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def test_a_full_disk_loses_no_verdict_and_leaves_no_partial_file(tmp_path, temp, full_disk):
+    model = tmp_path / "model.py"
+    model.write_text(PASSES_TRACE)
+    json_path, junit_path = full_disk / "report.json", full_disk / "junit.xml"
+    proc = run(temp, "run", str(model), "--stages", "jit_script", "--artifacts", str(full_disk / "art"), "--json",
+               str(json_path), "--junit", str(junit_path), env={"COMPATCHECK_CACHE_DIR": str(full_disk / "cache")})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert re.search(r"│ jit_script +│ pass ", proc.stdout), proc.stdout
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 4, proc.stderr
+    assert lines[0] == f"results not cached in {full_disk / 'cache'}: No space left on device"
+    assert lines[1].startswith("not written into --artifacts (No space left on device): ")
+    assert str(full_disk / "art" / "model.script.pt") in lines[1]
+    for line, flag, path, start in zip(lines[2:], ("--json", "--junit"), (json_path, junit_path), ("{", "<?xml")):
+        assert line.startswith(f"error: cannot write {flag} {path} (No space left on device); it was written to ")
+        kept = Path(line.rsplit(" ", 1)[1])
+        assert kept.read_text().startswith(start)
+        kept.unlink()
+    left = [p.name for p in full_disk.rglob("*") if p.name.endswith(".partial") or p.name.startswith((".report", ".junit"))]
+    assert left == []

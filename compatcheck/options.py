@@ -116,6 +116,12 @@ OPTIONS = (
     Option("diagnose_budget", float, None, "Seconds the search for further graph breaks may take (default: the "
            "stage's own time + 10); the finding says when the list was cut short.", doors=_VERDICT, cache_key=True,
            gt=0, check=_finite),
+    Option("sweep", str, "on", "Also run every artifact at sizes the input sets lack: batch 1, an odd batch above "
+           "them, a length shorter and one longer (up to the cap eager takes); off: the input sets only.",
+           doors=_VERDICT, cache_key=True, choices=("on", "off")),
+    Option("sweep_budget", float, 30.0, "Seconds the sweep may take to make its input sets (eager at each size, "
+           "and the search for a length cap); the report says when it was cut short.", doors=_VERDICT,
+           cache_key=True, gt=0, check=_finite),
     Option("user_packages", list, None, "Installed packages whose code is yours, comma-separated: findings point "
            "into them as into your model file. Without it, every installed package but torch's machinery and the "
            "libraries models are built with (transformers, timm, ...) is taken as yours.", doors=_VERDICT,

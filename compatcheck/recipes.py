@@ -17,6 +17,7 @@ class Recipe:
     keywords: tuple[tuple[str, object], ...] = ()
     auto_dims: bool = False
     sample: int = 0
+    from_program: bool = False  # export with torch.export.export first, then hand the ExportedProgram on
     setting: tuple | None = None  # ("call", method, args) or ("attribute", dotted path, value), on the built model
     factory: str | None = None  # the constructor argument that does what `setting` does
 

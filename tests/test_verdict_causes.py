@@ -46,6 +46,13 @@ def test_each_cause_gets_the_plain_scripts_verdicts_and_its_findings(path):
         assert all(f.file == path.name for f in found)
         if "rewrite" in want:
             assert bool(found[0].rewrite) == want["rewrite"], found[0]
+    swept = literal(path, "EXPECTED_SWEPT")
+    if swept is not None:  # every stage after eager ran the swept sizes (a pass covers them)
+        assert report.stages[0].sweep.sizes == swept
+        assert report.stages[0].sweep.caps == (literal(path, "EXPECTED_CAPS") or {})
+        for stage in report.stages[1:]:
+            if stage.status.value == "pass":
+                assert [one.label for one in stage.swept] == swept, stage.name
 
 
 def test_a_mixed_call_with_constants_runs_through_the_workers_and_the_report_lists_the_constants(tmp_path):

@@ -9,7 +9,7 @@ import re
 from compatcheck.diagnose import shapes
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
-from compatcheck.diagnose.errors import Diagnosed, error_finding, locate
+from compatcheck.diagnose.errors import Diagnosed, error_finding, error_stack, locate
 from compatcheck.diagnose.outputs import output_type_findings
 
 _GUARD = re.compile(r"Could not guard on data-dependent expression (.+?) \(unhinted")
@@ -40,7 +40,8 @@ def torch_export_findings(stage: str, ctx, cause: BaseException) -> list:
     meaning = data_dependent(cause)
     if meaning is None:
         return [error_finding(stage, ctx, cause, "export-error")]
-    finding = ctx.spec.user.finding(stage, "data-dependent-guard", meaning, location=locate(ctx, cause))
+    finding = ctx.spec.user.finding(stage, "data-dependent-guard", meaning, location=locate(ctx, cause),
+                                    stack=error_stack(ctx, cause))
     finding.op = construct(finding.code)
     return [finding]
 

@@ -148,7 +148,7 @@ def specializations(ctx, dims: dict[str, int]) -> list[Specialization]:
 _SIZE_BRANCH = re.compile(r"^\s*(?:el)?if\s+(.+?)\s*:\s*$")
 
 
-def _shape_branch(code: str | None, dim: str) -> str | None:
+def shape_branch(code: str | None, dim: str) -> str | None:
     """For `if x.shape[0] == 3:` on a dynamic size: both branches kept in the graph with torch.cond on
     that condition, or the dim kept static. None for any other line."""
     branch = _SIZE_BRANCH.match(code or "")
@@ -163,6 +163,35 @@ def _shape_branch(code: str | None, dim: str) -> str | None:
             f"out = torch.cond({condition}, taken, not_taken, ({args},))\n"
             f"# or, if deployment only ever sees one size there, keep {dim} static: leave it out of the "
             "dynamic shapes")
+
+
+def size_used_at(ctx, dims) -> tuple[str, int, str] | None:
+    """(file, line, dim) of the first line of a user forward that reads one of `dims` ('x.shape[0]',
+    also spelled x.size(0)), a branch on it first: where a size no sample had takes another path."""
+    import inspect
+
+    from compatcheck.diagnose.torchscript import user_forwards
+
+    spelled = {}
+    for dim in dims:
+        name, index = re.match(r"(\w+)\.shape\[(\d+)\]", dim).groups() if re.match(r"\w+\.shape\[\d+\]", dim) \
+            else (None, None)
+        if name is not None:
+            spelled[dim] = re.compile(rf"\b{name}\.(?:shape\[{index}\]|size\({index}\))")
+    found = []
+    for forward in user_forwards(ctx.spec.model):
+        try:
+            lines, start = inspect.getsourcelines(forward)
+            file = inspect.getsourcefile(forward)
+        except (OSError, TypeError):
+            continue
+        if not ctx.spec.user.owns(file):
+            continue
+        for offset, line in enumerate(lines):
+            for dim, pattern in spelled.items():
+                if pattern.search(line):
+                    found.append((not _SIZE_BRANCH.match(line), file, start + offset, dim))
+    return min(found)[1:] if found else None
 
 
 def call_into_children(ctx) -> tuple[str, int] | None:
@@ -209,7 +238,7 @@ def findings(stage: str, ctx, dims: dict[str, int]) -> list:
                    "that size")
         finding = user.finding(stage, "dynamic-shape", message, location=at, stack=one.stack)
         finding.op = construct(finding.code)
-        finding.rewrite = _shape_branch(finding.code, one.dim)
+        finding.rewrite = shape_branch(finding.code, one.dim)
         result.append(finding)
     return result
 

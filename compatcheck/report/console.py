@@ -66,6 +66,9 @@ def render(report: Report, console: Console) -> None:
     if report.model and report.model.dynamic_shapes:
         how = "inferred from the input sets" if report.model.dynamic_shapes_inferred else "from get_dynamic_shapes()"
         say(f"dynamic shapes ({how}): {_text(report.model.dynamic_shapes)}")
+    swept = report.swept_summary()
+    if swept:
+        say(_text(swept))
     shown_rewrites: set[str] = set()
     shown_advice: set[str] = set()
     for finding in report.findings:
@@ -107,3 +110,4 @@ def render_speed(report: Report, console: Console) -> None:
             f"{t.iterations}" + ("" if t.stable else " (budget)"),
         )
     console.print(table)
+

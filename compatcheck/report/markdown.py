@@ -102,7 +102,8 @@ def _numerics(report: Report) -> list[str]:
             tightest = (f"atol {leaf.required_atol:.1e} or rtol {leaf.required_rtol:.1e}"
                         if leaf.required_atol is not None else "none: NaN/Inf differ")
             rows.append(f"| `{stage.name}` | {_code(name, cell=True)} | {_number(leaf.max_abs_error)} | "
-                        f"{_number(leaf.max_rel_error)} | {leaf.atol:g} | {leaf.rtol:g} | {held} | {tightest} |")
+                        f"{_number(leaf.max_rel_error)} | {_tolerance(leaf.atol)} | {_tolerance(leaf.rtol)} | {held} | "
+                        f"{tightest} |")
     if not rows:
         return ["No stage produced outputs to compare.", ""]
     return ["Worst case over the input sets, per output. A tolerance holds when "
@@ -136,6 +137,10 @@ def _environment(report: Report) -> list[str]:
 ROUTE_SYMBOL = {RouteStatus.WORKS: "✅", RouteStatus.WARNS: "⚠️", RouteStatus.BLOCKED: "❌", RouteStatus.UNCHECKED: "⏭️"}
 
 
+def _tolerance(value: float | None) -> str:
+    return "exact" if value is None else f"{value:g}"  # integers, bools and Python numbers must be equal
+
+
 def _routes(report: Report) -> list[str]:
     from compatcheck.report.routes import summarize
 
@@ -155,6 +160,9 @@ def checklist(report: Report) -> str:
                      f"{_number(stage.max_abs_error)} | {_number(stage.max_rel_error)} | {stage.seconds:.1f} | "
                      f"{plain(stage.reason)} |")
     lines.append("")
+    swept = report.swept_summary()
+    if swept:
+        lines += [plain(swept[0].upper() + swept[1:]) + ".", ""]
     shown: dict[str, str] = {}
     if blocked:
         count = sum(max(len(s.findings), 1) for s in blocked)

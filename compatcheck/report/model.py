@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 
 from compatcheck.ladder import NAMES
 
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)  # older reports are migrated on load (see migrate and docs/report.md's changelog)
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
 class Status(str, Enum):
@@ -95,7 +95,9 @@ class LeafComparison(BaseModel):
 
 
 class InputSetResult(BaseModel):
-    index: int
+    index: int = Field(description="the input set; -1 for a swept one")
+    label: str | None = Field(None, description="for a swept input set, its size: 'batch 7'")
+    dims: list[str] = Field([], description="for a swept input set, the dimensions it resized: 'x.shape[0]'")
     ok: bool
     error: str | None = Field(None, description="what the artifact raised on this input set")
     structure: str | None = Field(None, description="how the output structure differs from eager's")
@@ -119,6 +121,13 @@ class CacheOrigin(BaseModel):
     tool_version: str = Field(description="the compatcheck version that computed it")
 
 
+class SweepInfo(BaseModel):
+    sizes: list[str] = Field(description="the swept sizes: 'batch 1', 'input_ids.shape[1] = 12'")
+    caps: dict[str, int] = Field({}, description="per dimension, the largest size eager takes, found by bisection")
+    seconds: float = Field(0.0, description="what making the swept input sets cost")
+    cut_short: bool = Field(False, description="--sweep-budget ran out before every size was made")
+
+
 class StageResult(BaseModel):
     name: str = Field(description="the stage, in ladder order", json_schema_extra={"enum": list(NAMES)})
     status: Status
@@ -137,6 +146,10 @@ class StageResult(BaseModel):
     timings: list[Timing] = Field([], description="with --bench: latency and throughput per input set")
     recipes: list[str] = Field([], description="the other ways of building it that were tried after it failed, "
                                                "each with what it gave; empty for a stage that passed")
+    swept: list[InputSetResult] = Field([], description="the artifact on the swept input sets: sizes the input "
+                                                        "sets lack, made from them (a pass covers these too)")
+    sweep: SweepInfo | None = Field(None, description="on the reference stage: what the sweep made and what it "
+                                                        "cost")
 
 
 class Route(BaseModel):
@@ -183,6 +196,16 @@ class Report(BaseModel):
         {}, description="every file the run loaded (the user's Python sources and the files the model read) with "
                         "its sha256, null when it was missing or not a regular file")
 
+    def swept_summary(self) -> str | None:
+        """What the sweep covered, in one line: 'swept sizes the input sets lack: batch 1, batch 7 (0.2s)'."""
+        info = next((stage.sweep for stage in self.stages if stage.sweep is not None), None)
+        if info is None:
+            return None
+        caps = "".join(f"; {name} capped at {size} (eager takes no more)" for name, size in info.caps.items())
+        cut = "; cut short by --sweep-budget" if info.cut_short else ""
+        return (f"swept sizes the input sets lack, through every artifact: {', '.join(info.sizes) or 'none'} "
+                f"({info.seconds:.1f}s{caps}{cut})")
+
     @property
     def failed(self) -> bool:
         return any(s.status in FAILING for s in self.stages)
@@ -198,8 +221,9 @@ def migrate(data: dict) -> dict:
         options = {_RENAMED_OPTIONS.get(name, name): value for name, value in data.get("options", {}).items()}
         if "bench_seconds" in options and "bench" not in options:
             options["bench"] = options["bench_seconds"] is not None
-        data = {**data, "options": options, "schema_version": SCHEMA_VERSION}
-    return data
+        data = {**data, "options": options}
+    # The versions after 3 only added keys, with defaults.
+    return {**data, "schema_version": SCHEMA_VERSION}
 
 
 def load_report(path: Path) -> Report:

@@ -91,6 +91,7 @@ class StageContext:
         self._fp64: dict[int, object] = {}
         self.variation = Variation()
         self.recipe: Recipe | None = None  # how the current build differs from the plain call
+        self._sweep = None
         self.artifact_dir: Path | None = None  # where a recipe's build writes, away from the stage's own files
 
     @property
@@ -153,6 +154,25 @@ class StageContext:
         return self._noise
 
     @property
+    def swept(self):
+        """The sweep (sweep.py): input sets of sizes the user's lack, with eager's outputs on them; made
+        once per worker, on its own copy of the model. Empty with --sweep off or no dynamic dimension."""
+        if self._sweep is None:
+            from compatcheck.sweep import Sweep, build
+
+            if self.options.sweep == "off" or self.spec.dynamic_shapes is None or self.varies:
+                self._sweep = Sweep()
+            else:
+                model = self.spec.pristine.copy() if self.spec.pristine else self.spec.model
+
+                def run(input_set):
+                    torch.manual_seed(SEEDS[0])
+                    return self.eager(input_set, model)
+
+                self._sweep = build(self.spec, run, self.options.sweep_budget)
+        return self._sweep
+
+    @property
     def varies(self) -> Variation:
         """What makes eager's outputs change by design (random ops, the clock); empty when nothing does."""
         self.reference
@@ -182,6 +202,17 @@ class StageContext:
     def keywords(self) -> dict:
         """The recipe's extra keywords for the stage's call."""
         return dict(self.recipe.keywords) if self.recipe else {}
+
+    def fp64_of(self, input_set: InputSet):
+        """Eager outputs for any input set computed in float64, or the exception where the model refuses."""
+        try:
+            model = (self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double()
+            as64 = input_set.map(lambda t: t.double() if t.is_floating_point() else t)
+            torch.manual_seed(SEEDS[0])
+            with torch.no_grad():
+                return model(*as64.args, **as64.kwargs)
+        except Exception as exc:
+            return exc.with_traceback(None)
 
     def artifact(self, filename: str) -> Path:
         path = (self.artifact_dir or self.workdir) / filename

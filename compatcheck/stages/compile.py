@@ -15,15 +15,27 @@ class Compile(Stage):
 
     def __init__(self):
         self.failure: BaseException | None = None  # compiling happens on the first call, inside the runner
+        self.graphs: int | None = None  # graphs dynamo made for the input sets and the swept ones
 
     def needs(self, ctx: StageContext):
         return (TORCH_COMPILE,)
 
     def build(self, ctx: StageContext):
+        from torch._dynamo.utils import counters
+
         torch._dynamo.reset()
+        counters.clear()
         compiled = torch.compile(ctx.spec.model, fullgraph=self.fullgraph, backend=ctx.options.compile_backend)
 
+        # As torch.compile does by default: static for the first size, dynamic once a second one comes
+        # (automatic dynamic shapes), so the swept sizes reuse that graph; only sizes 0 and 1 specialize.
         def run(input_set):
+            try:
+                return call(input_set)
+            finally:
+                self.graphs = counters["stats"]["unique_graphs"]
+
+        def call(input_set):
             if self.fullgraph and self.failure is not None:
                 # Compiling again for the next input set's shapes fails the same way, and can take minutes.
                 raise RuntimeError("not compiled again: compiling with fullgraph=True already failed (see the "
@@ -38,7 +50,9 @@ class Compile(Stage):
         return run
 
     def backend(self, ctx: StageContext) -> str:
-        return ctx.options.compile_backend
+        if not self.graphs:
+            return ctx.options.compile_backend
+        return f"{ctx.options.compile_backend}; {self.graphs} graph{'s' if self.graphs > 1 else ''} compiled"
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.dynamo import graph_break_findings

@@ -20,6 +20,9 @@ AUTO = Recipe("the inferred dims as Dim.AUTO (a dim may come out static; every i
               auto_dims=True)
 NOT_OPTIMIZED = Recipe("optimize=False (the exporter's graph optimizer left out)", keywords=(("optimize", False),))
 LEGACY = Recipe("dynamo=False (the TorchScript-based exporter)", keywords=(("dynamo", False),))
+# torch.onnx.export captures the model its own way (size-oblivious, say); a program from torch.export's
+# own defaults may pass where that capture fails.
+PROGRAM = Recipe("the program of torch.export.export (its defaults), handed to torch.onnx.export", from_program=True)
 
 
 def _legacy_axes(ctx: StageContext) -> tuple[list[str], dict | None]:
@@ -52,9 +55,12 @@ class OnnxExport(Stage):
             from compatcheck.diagnose.dynamic_dims import as_auto
 
             dims = as_auto(ctx.spec.dynamic_shapes) if ctx.recipe and ctx.recipe.auto_dims else ctx.spec.dynamic_shapes
+            model = ctx.spec.model
+            if ctx.recipe and ctx.recipe.from_program:
+                model = torch.export.export(model, sample.args, sample.kwargs or None, dynamic_shapes=dims)
             try:
                 self.program = torch.onnx.export(
-                    ctx.spec.model, sample.args, kwargs=sample.kwargs or None, dynamic_shapes=dims, dynamo=True,
+                    model, sample.args, kwargs=sample.kwargs or None, dynamic_shapes=dims, dynamo=True,
                     opset_version=ctx.options.onnx_opset, verbose=False, **keywords)
             except Exception as exc:
                 self.failure = exc
@@ -107,6 +113,8 @@ class OnnxExport(Stage):
             found.append(AUTO)
         if "optimiz" in chain_text(self.failure).lower() or _raised_in(self.failure, "optimizer"):
             found.append(NOT_OPTIMIZED)
+        if ctx.previous.get("export") != "fail":  # that capture failed already in this run
+            found.append(PROGRAM)
         if missing(LEGACY_EXPORTER) is None:
             found.append(LEGACY)
         return [recipe for recipe in found if recipe is not None]
@@ -118,6 +126,9 @@ class OnnxExport(Stage):
                     f"dynamic_axes={axes!r})")
         dims = "dynamic_shapes (each Dim.DYNAMIC as Dim.AUTO)" if recipe.auto_dims else "dynamic_shapes"
         keywords = "".join(f", {name}={value!r}" for name, value in recipe.keywords)
+        if recipe.from_program:
+            return ("program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)\n"
+                    "torch.onnx.export(program, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, dynamo=True)")
         return f"torch.onnx.export(model, args, kwargs=kwargs, dynamic_shapes={dims}, dynamo=True{keywords})"
 
     def reproduce(self, ctx: StageContext) -> str:

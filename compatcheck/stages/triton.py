@@ -117,7 +117,8 @@ class Triton(Stage):
         name = repository.model_name(ctx.spec.path.stem)
         if launcher.remote:
             name = f"compatcheck-{name}-{uuid.uuid4().hex[:8]}"  # never replace a model of theirs
-        batches = [leaf.shape[0] for s in ctx.spec.input_sets for leaf in s.leaves() if leaf.dim()]
+        batches = [leaf.shape[0] for s in [*ctx.spec.input_sets, *(one.input_set for one in ctx.swept.sets)]
+                   for leaf in s.leaves() if leaf.dim()]
         config = repository.write_model(folder, name, "onnx", onnx_file, io, native=launcher.native,
                                         batch_size=repository.max_batch_size(batches))
         ctx.artifacts[self.name] = str(folder)

@@ -16,7 +16,7 @@ import torch
 from compatcheck import torch_features
 from compatcheck.compare import compare_outputs
 from compatcheck.errors import UsageError, one_line
-from compatcheck.report.model import Finding, InputSetResult, StageResult, Status
+from compatcheck.report.model import Finding, InputSetResult, StageResult, Status, SweepInfo
 from compatcheck.ladder import BY_NAME, REFERENCE, missing_artifact
 from compatcheck.recipes import Recipe, apply_setting
 from compatcheck.stages.base import Stage, StageContext, identical
@@ -113,6 +113,8 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             if runner is not None:
                 for index, input_set in enumerate(ctx.spec.input_sets):
                     result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage.flat_outputs, raised))
+                if not BY_NAME[stage.name].reference and all(s.ok for s in result.input_sets):
+                    result.swept = [run_swept(ctx, runner, swept, stage.flat_outputs) for swept in ctx.swept.sets]
                 if ctx.options.bench and all(s.ok for s in result.input_sets):
                     result.timings = _time(stage, ctx, runner)
         except UsageError:
@@ -145,6 +147,15 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
         if errors:
             result.error = errors[0][1]
         result.reason = _summarize(result.input_sets)
+        broken = next((one for one in result.swept if not one.ok), None)
+        if result.status is Status.PASS and broken is not None:
+            result.status = Status.FAIL if broken.error else Status.MISMATCH
+            said = broken.error or broken.structure or next((leaf.problem for leaf in broken.leaves if not leaf.ok), "")
+            result.reason = f"at {broken.label}, which your input sets lack: {said}"
+            result.findings += _swept_findings(stage.name, ctx, broken)
+        if BY_NAME[stage.name].reference and (ctx.swept.sets or ctx.swept.caps or ctx.swept.cut_short):
+            result.sweep = SweepInfo(sizes=[one.label for one in ctx.swept.sets], caps=ctx.swept.caps,
+                                     seconds=ctx.swept.seconds, cut_short=ctx.swept.cut_short)
         if runner is None and result.status is Status.PASS:
             result.reason = "built and checked; nothing here to run it with, the next stage runs it"
         elif result.status is Status.PASS and any((leaf.fp64_verdict or "").startswith("within-noise")
@@ -250,6 +261,8 @@ def _passes_with(stage_class, ctx: StageContext, recipe):
                 if not all(run_input_set(ctx, runner, index, one, check.flat_outputs).ok
                            for index, one in enumerate(ctx.spec.input_sets)):
                     return False
+                if not all(run_swept(ctx, runner, swept, check.flat_outputs).ok for swept in ctx.swept.sets):
+                    return False  # a recipe must hold where the plain call is held too
                 ran = True
             return ran
     except MODEL_ERRORS:
@@ -324,6 +337,61 @@ def run_input_set(ctx, runner, index, input_set, flat: bool, raised: list | None
     if ok and ctx.varies:
         ok, structure = _varies_too(ctx, runner, input_set, outputs, structure, raised)
     return InputSetResult(index=index, ok=ok, structure=structure, seconds=seconds, leaves=leaves)
+
+
+def run_swept(ctx, runner, swept, flat: bool) -> InputSetResult:
+    """Run the artifact on one swept input set and compare with eager's outputs on it."""
+    result = _run_swept(ctx, runner, swept, flat)
+    result.dims = list(swept.dims)
+    return result
+
+
+def _run_swept(ctx, runner, swept, flat: bool) -> InputSetResult:
+    """Run the artifact on one swept input set and compare with eager's outputs on it."""
+    started = time.perf_counter()
+    torch.manual_seed(SEEDS[0])
+    try:
+        outputs = runner(swept.input_set.copy())
+    except MODEL_ERRORS as exc:
+        return InputSetResult(index=-1, label=swept.label, ok=False, error=one_line(exc, 400),
+                              seconds=round(time.perf_counter() - started, 4))
+    seconds = round(time.perf_counter() - started, 4)
+    leaves, structure = compare_outputs(swept.reference, outputs, ctx.tolerances, flat=flat,
+                                        fp64=lambda: ctx.fp64_of(swept.input_set))
+    ok = all(leaf.ok for leaf in leaves) and bool(leaves or not structure)
+    return InputSetResult(index=-1, label=swept.label, ok=ok, structure=structure, seconds=seconds, leaves=leaves)
+
+
+def _swept_findings(stage: str, ctx, broken: InputSetResult) -> list[Finding]:
+    """Where an artifact breaks at a swept size: the lines that pin a dynamic dimension, found by tracing
+    the model (draft_export's guards), else the size itself."""
+    from compatcheck.diagnose import shapes
+
+    pinned = shapes.pinned_by_code(ctx)
+    if pinned:
+        found = shapes.findings(stage, ctx, pinned)
+        for finding in found:
+            finding.message += f"; it shows at {broken.label}, which the input sets lack"
+        return found
+    for one in shapes.specializations(ctx, dict.fromkeys(broken.dims)):
+        at = ctx.spec.user.innermost(one.stack)
+        if one.guard and at is not None:
+            return [ctx.spec.user.finding(
+                stage, "dynamic-shape", f"{one.dim} is dynamic, but the code decides on its size ({one.guard}): "
+                f"at {broken.label}, which the input sets lack, the artifact takes the path of the sample's size",
+                location=at, stack=one.stack, op=broken.label)]
+    used = shapes.size_used_at(ctx, broken.dims)
+    if used is not None:
+        finding = ctx.spec.user.finding(
+            stage, "dynamic-shape", f"{used[2]} is dynamic, and this line of forward reads it: at {broken.label}, "
+            "which the input sets lack, the artifact does not do what eager does, as if the size had been fixed "
+            "when it was built", location=used[:2], op=broken.label)
+        finding.rewrite = shapes.shape_branch(finding.code, used[2])
+        return [finding]
+    return [Finding(stage=stage, kind="dynamic-shape", op=broken.label,
+                    message=f"the artifact fails at {broken.label}, which the input sets lack, though eager "
+                            f"runs there: it holds a size the samples happened to share; add an input set of that "
+                            f"size to see the line")]
 
 
 def _varies(ctx) -> str:

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from compatcheck.report.model import SCHEMA_VERSION
 from tests.conftest import run_cli, run_json
 
 
@@ -43,7 +44,7 @@ def test_checklist_refuses_a_report_of_another_schema_version(tmp_path):
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"schema_version": 99, "stages": []}))
     assert_one_line_usage_error(run_cli("checklist", str(old), timeout=60),
-                                f"error: {old} has schema_version 99; this compatcheck reads schema_version 1 to 4")
+                                f"error: {old} has schema_version 99; this compatcheck reads schema_version 1 to {SCHEMA_VERSION}")
     broken = tmp_path / "broken.json"
     broken.write_text('{"schema_version": 1, "stag')
     assert_one_line_usage_error(run_cli("checklist", str(broken), timeout=60), f"error: cannot read report {broken}")

@@ -1,5 +1,6 @@
 """Time what validating a cache hit costs: the run key (installed distributions, environment) and,
-per stage, reading the entry and re-hashing every file in its dependency manifest.
+per stage, reading and authenticating the entry, re-hashing every file in its dependency manifest and
+copying its files out with their hashes checked.
 
     python bench/cache_lookup.py [--stages eager,jit_script] [models/convnet.py ...]
 
@@ -31,8 +32,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     models = [Path(m).resolve() for m in args.models] or sorted((ROOT / "models").glob("*.py"))
-    with tempfile.TemporaryDirectory() as cache_dir:
+    with tempfile.TemporaryDirectory() as cache_dir, tempfile.TemporaryDirectory() as state_dir:
         os.environ["COMPATCHECK_CACHE_DIR"] = cache_dir
+        os.environ["XDG_STATE_HOME"] = state_dir  # the key the entries are tagged with: the bench's own
         options = RunOptions(stages=ladder.select(args.stages.split(","), None))
         worst = 0.0
         for model in models:

@@ -39,6 +39,14 @@ def _source_file(model) -> Path:
     return source
 
 
+def _say(line: str) -> None:
+    """What the run has to tell besides the report (a cache entry it ignored, a file it did not write): on
+    stderr, as the command line says it."""
+    from compatcheck.untrusted import clean
+
+    print(clean(line, lines=True), file=sys.stderr)
+
+
 def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = None, isolate: bool = True,
           **options) -> Report:
     """Walk `model` down the ladder and return the report `compatcheck run --json` writes.
@@ -58,7 +66,7 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
         chosen.artifacts = chosen.artifacts.resolve()
         chosen.artifacts.mkdir(parents=True, exist_ok=True)
     command = ["compatcheck.check", type(model).__name__ if not isinstance(model, (str, Path)) else str(model)]
-    run = {"chosen": chosen, "command": command}
+    run = {"chosen": chosen, "command": command, "say": _say}
 
     if isinstance(model, (str, Path)):
         from compatcheck.target import check_model_path, parse_target

@@ -132,6 +132,13 @@ def _writable_file(path: Path | None, what: str, inputs: dict[str, str] | None =
     os.unlink(probe)
 
 
+def _say(line: str) -> None:
+    """One line on stderr; the paths and messages in it may be the model's."""
+    from compatcheck.untrusted import clean
+
+    err.print(clean(line, lines=True), markup=False, soft_wrap=True)
+
+
 def _write_output(path: Path, text: str, what: str, report) -> None:
     """Write an output at the end; if that fails, or the path turned out to be a file the run loaded, keep the
     text in the temporary folder and say where, so a long run's report is never lost."""
@@ -147,10 +154,14 @@ def _write_output(path: Path, text: str, what: str, report) -> None:
         except OSError as exc:
             problem = exc.strerror or str(exc)
     fd, kept = tempfile.mkstemp(prefix=f"compatcheck-{path.stem}-", suffix=path.suffix)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    err.print(f"error: cannot write {what} {path} ({problem}); it was written to {kept}", markup=False,
-              soft_wrap=True)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    except OSError as exc:
+        os.unlink(kept)
+        _say(f"error: cannot write {what} {path} ({problem}), nor into {tempfile.gettempdir()} ({exc.strerror})")
+        return
+    _say(f"error: cannot write {what} {path} ({problem}); it was written to {kept}")
 
 
 def _writable_dir(path: Path | None, what: str) -> None:
@@ -190,7 +201,6 @@ def run(
     given: dict = None,
 ) -> None:
     """Run the model through every stage and compare each with eager."""
-    from compatcheck.files import write_atomically
     from compatcheck.options import parse
     from compatcheck.report.console import render
     from compatcheck.session.run import RunRequest, execute
@@ -226,14 +236,14 @@ def run(
 
         report = execute(RunRequest(
             model.resolve(), factory, chosen, command=["compatcheck", *sys.argv[1:]], previous=previous,
-            protected=set(inputs), on_event=on_event, say=lambda line: err.print(line, markup=False, soft_wrap=True)))
+            protected=set(inputs), on_event=on_event, say=_say))
     render(report, console)
     if artifacts and chosen.bench:
         from compatcheck.report.chart import latency_svg
 
         chart = latency_svg(report)
         if chart:
-            write_atomically(artifacts / "latency.svg", chart)
+            _write_output(artifacts / "latency.svg", chart, "the latency chart", report)
     if json_path:
         _write_output(json_path, report.model_dump_json(indent=2), "--json", report)
     if markdown_path:
@@ -299,10 +309,12 @@ def cache_info(given: dict = None) -> None:
           + (f", newest {found['newest']}" if found["newest"] else ""))
     for stage, count in sorted(found["by_stage"].items()):
         print(f"  {stage}: {count}")
+    if found["others"]:
+        print(f"  and {found['others']} other files or folders, which are not the cache's: `cache clear` leaves them")
 
 
 def cache_clear(given: dict = None) -> None:
-    """Remove every cached result."""
+    """Remove every cached result, and nothing else the folder holds."""
     from compatcheck.session.cache import clear, default_dir
 
     print(f"removed {clear(default_dir())} entries from {default_dir()}")
@@ -331,7 +343,7 @@ def triton_repo(
                                  timeout=chosen.timeout, device=chosen.device,
                                  queue_delay_ms=chosen.triton_queue_delay)
     except TritonError as exc:
-        err.print(f"error: {exc}", markup=False)
+        _say(f"error: {exc}")
         raise typer.Exit(EXIT_FAILED) from None
     for line in lines:
         print(line)
@@ -397,12 +409,12 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except UsageError as exc:
-        err.print(f"error: {exc}", markup=False, soft_wrap=True)
+        _say(f"error: {exc}")
         sys.exit(EXIT_USAGE)
     except TyperException as exc:  # the command line itself is wrong: unknown option, bad value
         message = exc.format_message().strip()
         if message:  # empty when no arguments were given: the help was printed instead
-            err.print(f"error: {message} (see --help)", markup=False, soft_wrap=True)
+            _say(f"error: {message} (see --help)")
         sys.exit(EXIT_USAGE)
     except typer.Abort:
         sys.exit(130)

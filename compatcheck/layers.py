@@ -24,9 +24,9 @@ LAYERS = (
       "compatcheck.variation", "compatcheck.recipes", "compatcheck.sweep")),
     ("report", "the report model (the JSON schema) and its renderers, route summaries", ("compatcheck.report",)),
     ("ground", "the package's face (its version), the options table, the ladder and route tables, errors, files, "
-               "redaction, what the host has",
+               "redaction, the model's text made inert, what the host has",
      ("compatcheck", "compatcheck.call", "compatcheck.options", "compatcheck.ladder", "compatcheck.errors", "compatcheck.files", "compatcheck.redact",
-      "compatcheck.target", "compatcheck.host", "compatcheck.loaded_files", "compatcheck.layers")),
+      "compatcheck.untrusted", "compatcheck.target", "compatcheck.host", "compatcheck.loaded_files", "compatcheck.layers")),
 )
 
 

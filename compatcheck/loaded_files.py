@@ -11,7 +11,9 @@ imports and reads also happen lazily inside `forward`. It records:
   `torch.UntypedStorage.from_file` (what `safetensors` maps its files with) are wrapped, and
   `safetensors.safe_open` is wrapped when safetensors is installed.
 
-`manifest()` hashes every recorded file by content; the cache stores it with an entry and a lookup
+Each file is hashed by content as it is loaded (a module as it is imported, a file as it is opened),
+not when the stage ends: a run stores its verdicts under what it actually ran, even when the file is
+edited meanwhile. `manifest()` gives those hashes; the cache stores them with an entry and a lookup
 re-hashes the same paths (`unchanged`), so an edit of any of them, even a same-size one within one
 clock tick, is a miss.
 """
@@ -19,6 +21,7 @@ clock tick, is a miss.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import site
 import stat
@@ -99,6 +102,27 @@ class Recorder:
         if self._user_code_on_stack():
             self.read.add(full)
             self.relative |= not os.path.isabs(path)
+            self._hash_once(full)
+
+    def _hash_once(self, full: str) -> None:
+        """Hash a file as it is first loaded; hashing opens it again, and that open comes back here."""
+        if full not in self.hashes:
+            self.hashes[full] = ABSENT
+            self.hashes[full] = content_hash(full)
+
+    def _imported(self, path: str) -> None:
+        """Hash a user module's source as the import opens it (or its cached bytecode)."""
+        if path.endswith(".pyc") and f"{os.sep}__pycache__{os.sep}" in path:
+            try:
+                path = importlib.util.source_from_cache(path)
+            except ValueError:
+                return
+        elif not path.endswith(".py"):
+            return
+        if not path.startswith(self.library):
+            full = os.path.realpath(path)
+            if not full.startswith(self.library):
+                self._hash_once(full)
 
     def _audit(self, event: str, args: tuple) -> None:
         if event == "open":
@@ -106,6 +130,8 @@ class Recorder:
             reading = (("r" in mode or "+" in mode) if isinstance(mode, str)
                        else (flags & os.O_ACCMODE) != os.O_WRONLY)
             if reading and not isinstance(path, int):
+                if isinstance(path, (str, bytes)):
+                    self._imported(os.fsdecode(path))
                 self.note(path)
         elif event == "mmap.__new__" and args[0] >= 0:
             try:

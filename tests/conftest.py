@@ -40,8 +40,10 @@ def verdicts(report: dict) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
-    """Each test starts with an empty result cache of its own."""
+    """Each test starts with an empty result cache of its own, and a cache key of its own."""
     monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("COMPATCHECK_CACHE_KEY", raising=False)
 
 
 # The shared runs (tests/shared_runs.py) the collected tests read, in the order they read them.

@@ -24,9 +24,9 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 import compatcheck
 from compatcheck import ladder
 from compatcheck.errors import UsageError
-from compatcheck.files import write_atomically
+from compatcheck.files import read_json, write_atomically
 from compatcheck.matrix import environments
-from compatcheck.matrix.config import Matrix, RunSettings, model_name, settings
+from compatcheck.matrix.config import NAME, Matrix, RunSettings, model_name, settings
 from compatcheck.target import parse_target
 from compatcheck.report.model import READABLE_VERSIONS, Report, load_report, migrate
 from compatcheck.options import at
@@ -38,8 +38,8 @@ class CellResult(BaseModel):
     """A cell's file: which cell, and the report of its run or why there is none."""
 
     cell_schema_version: int = CELL_SCHEMA_VERSION
-    environment: str
-    model: str
+    environment: str = Field(pattern=NAME)
+    model: str = Field(pattern=NAME)
     target: str = Field(description="PATH[:FACTORY] as matrix.yaml gives it")
     order: tuple[int, int] = Field(description="the environment's and the model's place in matrix.yaml")
     key: str = Field(description="environment key and run settings: --resume reruns a cell whose key changed")
@@ -121,8 +121,10 @@ def plan(matrix: Matrix, base: Path, only: list[str] | None = None) -> list[Cell
 
 
 def load_cell(path: Path) -> CellResult:
+    """A cell file, which may come from a job that is not trusted: bounded in size and nesting (read_json),
+    its names those matrix.yaml allows, its report of a schema version this compatcheck reads."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = read_json(Path(path))
     except FileNotFoundError:
         raise UsageError(f"cell file not found: {path}") from None
     except (OSError, ValueError) as exc:

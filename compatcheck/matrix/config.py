@@ -27,6 +27,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _not_an_option(value: str | None) -> str | None:
+    # The installer gets it as the argument of --index-url or --find-links: one starting with '-' would be
+    # read as an option of its own.
+    if value is not None and value.lstrip().startswith("-"):
+        raise ValueError(f"{value!r} starts with '-': give a URL or a path, not an installer option")
+    return value
+
+
 class Environment(_Strict):
     requirements: list[str] = Field(default_factory=list, description="pip requirements, e.g. torch==2.13.0")
     index_url: str | None = None
@@ -38,6 +46,16 @@ class Environment(_Strict):
                                                          "not all pinned is resolved again (nightlies: last night's)")
     optional: bool = Field(False, description="where its index cannot be reached, report the environment as "
                                               "unavailable instead of failing (a nightly index off this network)")
+
+    @field_validator("index_url")
+    @classmethod
+    def _index_url(cls, value: str | None) -> str | None:
+        return _not_an_option(value)
+
+    @field_validator("extra_index_urls", "find_links")
+    @classmethod
+    def _locations(cls, value: list[str]) -> list[str]:
+        return [_not_an_option(item) for item in value]
 
     @field_validator("requirements")
     @classmethod
@@ -138,6 +156,32 @@ def _dotted(loc: tuple) -> str:
     return text
 
 
+def _refuse_aliases(text: str, path: Path) -> None:
+    """An alias (*name) repeats a node wherever it is used: a few lines of them expand to gigabytes. They are
+    refused from the parser's events, before anything expands them."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise UsageError(f"{path}:{event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed "
+                             "in a matrix file: write the value out")
+
+
+def _refuse_duplicate_keys(node: yaml.Node, path: Path) -> None:
+    """YAML keeps the last of two equal keys; a matrix file that says a thing twice is refused instead."""
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        raise UsageError(f"{path}:{key.start_mark.line + 1}: duplicate key {key.value!r}")
+                    seen.add(key.value)
+                todo.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend(node.value)
+
+
 def load(path: Path) -> Matrix:
     path = Path(path)
     try:
@@ -145,12 +189,17 @@ def load(path: Path) -> Matrix:
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     try:
-        node = yaml.compose(text)
+        _refuse_aliases(text, path)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None:
+            _refuse_duplicate_keys(node, path)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
         raise UsageError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deeply to be a matrix file") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping with environments, models and baseline")
     try:

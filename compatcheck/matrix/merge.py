@@ -12,6 +12,7 @@ from compatcheck.matrix import baseline as expected
 from compatcheck.matrix.baseline import Outcome
 from compatcheck.matrix.cells import CellResult, load_cell
 from compatcheck.matrix.render import Grid, junit, markdown, short, to_json
+from compatcheck.untrusted import clean
 
 EXIT_GATE = 1
 
@@ -37,7 +38,7 @@ def finish(results: list[CellResult], baseline_path: Path | None, out_dir: Path,
     write_atomically(out_dir / "junit.xml", junit(grid, strict))
 
     def say(text: str, **style) -> None:
-        console.print(text, markup=False, highlight=False, soft_wrap=True, **style)
+        console.print(clean(text), markup=False, highlight=False, soft_wrap=True, **style)
 
     for v in verdicts:
         if v.outcome in (Outcome.NEW_FAILURE, Outcome.IMPROVED, Outcome.MISSING, Outcome.BROKEN_ENV,

@@ -7,6 +7,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from compatcheck.matrix.cells import CellResult
 from compatcheck.matrix.environments import Built
+from compatcheck.untrusted import clean
 
 
 class Display:
@@ -15,8 +16,8 @@ class Display:
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=console)
         self.task = self.progress.add_task(unit, total=total)
-        self.say = lambda text: self.progress.console.print(
-            text, markup=False, highlight=False, soft_wrap=True)
+        self.say = lambda text: self.progress.console.print(  # a cell's error may quote the model
+            clean(text), markup=False, highlight=False, soft_wrap=True)
 
     def __enter__(self) -> "Display":
         self.progress.start()

@@ -1,8 +1,12 @@
-"""The merged matrix as Markdown (models x environments), JSON, and JUnit XML for CI systems."""
+"""The merged matrix as Markdown (models x environments), JSON, and JUnit XML for CI systems. Cell files
+may come from jobs that are not trusted: their text (notes, versions, errors) is cleaned
+(untrusted.clean) and, in Markdown, escaped, so none of it becomes HTML, a table cell or a workflow
+command when CI prints matrix.md."""
 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from datetime import datetime, timezone
@@ -12,15 +16,23 @@ from compatcheck.matrix.baseline import Baseline, Outcome, Verdict, pinned, vers
 from compatcheck.matrix.cells import CellResult
 from compatcheck.report.markdown import SYMBOL
 from compatcheck.report.model import Status
+from compatcheck.untrusted import clean
 
 JSON_SCHEMA_VERSION = 1
 NOT_RUN = "·"
 MARK = {Outcome.NEW_FAILURE: "🔻", Outcome.IMPROVED: "🔺"}
 NOTE_LENGTH = 240
+_MARKUP = re.compile(r"([<>|])")  # would make HTML or a table cell of the text
+
+
+def inert(text: str | None) -> str:
+    """Text from a cell file on one line, cleaned, with nothing that Markdown makes HTML or a table cell."""
+    return _MARKUP.sub(r"\\\1", " ".join(clean(text).split()))
 
 
 def short(text: str | None) -> str:
-    text = " ".join((text or "").split()).replace("|", "\\|")
+    """A note, inert, cut to NOTE_LENGTH."""
+    text = inert(text)
     return text if len(text) <= NOTE_LENGTH else text[:NOTE_LENGTH - 1] + "…"
 
 
@@ -50,7 +62,7 @@ class Grid:
         """'torch 2.14.1': the versions of `names` (default: what the environment pins)."""
         found = self.versions.get(environment, {}) if found is None else found
         names = self.pinned.get(environment, ["torch"]) if names is None else names
-        return ", ".join(f"{name} {found[name]}" for name in names if name in found) or "unknown versions"
+        return inert(", ".join(f"{name} {found[name]}" for name in names if name in found)) or "unknown versions"
 
     def changed(self, environment: str) -> tuple[str | None, str]:
         """The baseline's versions (None if it has none) and this run's, of the packages that differ
@@ -186,18 +198,19 @@ def junit(grid: Grid, strict: bool) -> str:
                                  time=f"{stage.seconds:.3f}" if stage else "0")
             said = (f"expected {v.expected.value}" if v.expected else "not in the baseline") + (
                 f", got {v.actual.value}" if v.actual else ", no result")
+            note = clean(v.note, lines=True) if v.note else None
             if v.outcome is Outcome.NEW_FAILURE:
-                ET.SubElement(case, "failure", message=f"new-failure: {said}", type="new-failure").text = v.note
+                ET.SubElement(case, "failure", message=f"new-failure: {said}", type="new-failure").text = note
                 tally["failures"] += 1
             elif v.outcome is Outcome.BROKEN_ENV:
-                ET.SubElement(case, "error", message=f"broken-env: {v.note}", type="broken-env")
+                ET.SubElement(case, "error", message=f"broken-env: {clean(v.note)}", type="broken-env")
                 tally["errors"] += 1
             elif v.outcome is Outcome.MISSING and strict:
-                ET.SubElement(case, "error", message=f"missing: {v.note or said}", type="missing")
+                ET.SubElement(case, "error", message=f"missing: {clean(v.note or said)}", type="missing")
                 tally["errors"] += 1
             elif v.outcome in (Outcome.XFAIL, Outcome.FAIL, Outcome.MISSING, Outcome.UNAVAILABLE) \
                     or v.actual is Status.SKIP:
-                ET.SubElement(case, "skipped", message=f"{v.outcome.value}: {said}").text = v.note
+                ET.SubElement(case, "skipped", message=f"{v.outcome.value}: {said}").text = note
                 tally["skipped"] += 1
             elif v.outcome is Outcome.IMPROVED:
                 ET.SubElement(case, "system-out").text = f"improved: {said}; update the baseline"

@@ -1,5 +1,7 @@
 """What CI systems read without glue: JUnit XML (one test case per stage) and GitHub Actions
-annotations (each finding on the user's line in the pull request)."""
+annotations (each finding on the user's line in the pull request). The model's text in either goes
+through untrusted.clean: no character XML 1.0 forbids (one makes the whole file unreadable), no escape
+sequence or bidi override in the runner's log."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from compatcheck.report.model import FAILING, Finding, Report, StageResult, Status
+from compatcheck.untrusted import clean
 
 
 def _finding_text(finding: Finding) -> str:
@@ -28,7 +31,7 @@ def _stage_text(stage: StageResult) -> str:
 def junit(report: Report) -> str:
     """One test case per stage: a <failure> for mismatch, fail, crash and timeout with the findings
     as its text, <skipped> with the reason, findings of a passing stage in its <system-out>."""
-    name = Path(report.model.path).stem if report.model else "model"
+    name = clean(Path(report.model.path).stem) if report.model else "model"
     counts = {status: sum(stage.status is status for stage in report.stages) for status in Status}
     suite = ET.Element("testsuite", name=f"compatcheck {name}", tests=str(len(report.stages)),
                        failures=str(sum(counts[s] for s in FAILING)), errors="0", skipped=str(counts[Status.SKIP]),
@@ -36,20 +39,22 @@ def junit(report: Report) -> str:
     for stage in report.stages:
         case = ET.SubElement(suite, "testcase", classname=f"compatcheck.{name}", name=stage.name,
                              time=f"{stage.seconds:.3f}")
-        summary = stage.status.value + (f": {stage.reason}" if stage.reason else "")
+        summary = clean(stage.status.value + (f": {stage.reason}" if stage.reason else ""))
         if stage.status in FAILING:
-            ET.SubElement(case, "failure", message=summary, type=stage.status.value).text = _stage_text(stage)
+            ET.SubElement(case, "failure", message=summary, type=stage.status.value).text = clean(
+                _stage_text(stage), lines=True)
         elif stage.status is Status.SKIP:
             ET.SubElement(case, "skipped", message=summary)
         elif stage.findings:
-            ET.SubElement(case, "system-out").text = _stage_text(stage)
+            ET.SubElement(case, "system-out").text = clean(_stage_text(stage), lines=True)
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
 
 def _escape(text: str, property: bool = False) -> str:
-    """GitHub workflow command escaping: data keeps newlines as %0A; properties also escape : and ,."""
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """GitHub workflow command escaping, of cleaned text: data keeps newlines as %0A; properties also
+    escape : and ,."""
+    text = clean(text, lines=not property).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     return text.replace(":", "%3A").replace(",", "%2C") if property else text
 
 

@@ -1,4 +1,9 @@
-"""The terminal view of a report: a rich table, one row per stage, and the findings under it."""
+"""The terminal view of a report: a rich table, one row per stage, and the findings under it.
+
+Every text the model controls goes through `_text` (untrusted.clean, then rich's markup escaping), and
+lines that carry it are printed without rich's wrapping, so each line starts where compatcheck starts
+it: nothing the model wrote can begin a line of its own (a GitHub workflow command).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from compatcheck.report.model import Report, RouteStatus, Status
+from compatcheck.untrusted import clean
 
 STYLE = {
     Status.PASS: "green", Status.MISMATCH: "yellow", Status.FAIL: "red",
@@ -32,11 +38,17 @@ def _shown(path: str) -> str:
         return path
 
 
+def _text(text: str | None, lines: bool = False) -> str:
+    return escape(clean(text, lines=lines))
+
+
 def render(report: Report, console: Console) -> None:
+    def say(text: str) -> None:
+        console.print(text, highlight=False, soft_wrap=True)
+
     if report.model:
         shapes = "  ".join("(" + ", ".join("x".join(map(str, s)) for s in one) + ")" for one in report.model.input_shapes)
-        console.print(f"[bold]{escape(_shown(report.model.path))}[/]: {report.model.input_sets} input sets {shapes}",
-                      highlight=False)
+        say(f"[bold]{_text(_shown(report.model.path))}[/]: {report.model.input_sets} input sets {shapes}")
     table = Table(expand=False)
     table.add_column("stage")
     table.add_column("verdict")
@@ -47,41 +59,40 @@ def render(report: Report, console: Console) -> None:
         table.add_row(
             stage.name, f"[{STYLE[stage.status]}]{stage.status.value}[/]" + (" (cached)" if stage.cached else ""),
             _error(stage.max_abs_error),
-            f"{stage.seconds:.1f}", escape(stage.reason or ""),
+            f"{stage.seconds:.1f}", _text(stage.reason),
         )
     console.print(table)
     render_speed(report, console)
     if report.model and report.model.dynamic_shapes:
         how = "inferred from the input sets" if report.model.dynamic_shapes_inferred else "from get_dynamic_shapes()"
-        console.print(f"dynamic shapes ({how}): {report.model.dynamic_shapes}")
+        say(f"dynamic shapes ({how}): {_text(report.model.dynamic_shapes)}")
     swept = report.swept_summary()
     if swept:
-        console.print(escape(swept), highlight=False)
+        say(_text(swept))
     shown_rewrites: set[str] = set()
     shown_advice: set[str] = set()
     for finding in report.findings:
-        console.print(f"[bold]{finding.stage}[/] {finding.kind} {escape(finding.where or '-')}: {escape(finding.message)}",
-                      highlight=False)
+        say(f"[bold]{finding.stage}[/] {_text(finding.kind)} {_text(finding.where or '-')}: "
+            f"{_text(finding.message, lines=True)}")
         if finding.code:
-            console.print(f"    > {escape(finding.code)}", highlight=False)
+            say(f"    > {_text(finding.code)}")
         if finding.library_file:
-            console.print(f"    in {escape(finding.library_file)}:{finding.library_line}", highlight=False)
+            say(f"    in {_text(finding.library_file)}:{finding.library_line}")
             if finding.library_code:
-                console.print(f"    > {escape(finding.library_code)}", highlight=False)
+                say(f"    > {_text(finding.library_code)}")
         if finding.advice and finding.advice in shown_advice:
-            console.print("    advice: as above", highlight=False)
+            say("    advice: as above")
         elif finding.advice:
             shown_advice.add(finding.advice)
-            console.print("    advice: " + escape(finding.advice), highlight=False)
+            say("    advice: " + _text(finding.advice, lines=True))
         if finding.rewrite and finding.rewrite in shown_rewrites:
-            console.print("    rewrite: as above", highlight=False)
+            say("    rewrite: as above")
         elif finding.rewrite:
             shown_rewrites.add(finding.rewrite)
-            console.print("    rewrite:\n" + textwrap.indent(escape(finding.rewrite), "      "), highlight=False)
+            say("    rewrite:\n" + textwrap.indent(_text(finding.rewrite, lines=True), "      "))
     width = max((len(route.name) for route in report.routes), default=0)
     for route in report.routes:
-        console.print(f"route {route.name.ljust(width)}  [{ROUTE_STYLE[route.status]}]{escape(route.summary)}[/]",
-                      highlight=False)
+        say(f"route {route.name.ljust(width)}  [{ROUTE_STYLE[route.status]}]{_text(route.summary)}[/]")
     console.print(f"total {report.seconds:.1f}s")
 
 

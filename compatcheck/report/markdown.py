@@ -1,11 +1,14 @@
 """The Markdown downgrade checklist, for a GitHub issue or pull request: how far the model got, a
-box to tick per finding with the user's line and the rewrite, the numbers that held, the versions."""
+box to tick per finding with the user's line and the rewrite, the numbers that held, the versions.
+Text the model controls goes through untrusted.clean and is escaped, so it shows as written and never
+becomes HTML, a link or a table cell of its own."""
 
 from __future__ import annotations
 
 import re
 
 from compatcheck.report.model import Finding, Report, RouteStatus, StageResult, Status
+from compatcheck.untrusted import clean
 
 SYMBOL = {
     Status.PASS: "✅", Status.MISMATCH: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️",
@@ -14,19 +17,28 @@ SYMBOL = {
 _SPECIAL = re.compile(r"([\\*_\[\]<>|#])")  # would turn text into emphasis, links, HTML or table cells
 
 
-def _text(text: str | None) -> str:
+def plain(text: str | None) -> str:
     """Free text (an error message) as Markdown that shows it as written, on one line."""
-    return _SPECIAL.sub(r"\\\1", " ".join((text or "").split()))
+    return _SPECIAL.sub(r"\\\1", " ".join(clean(text).split()))
 
 
-def _code(text: str) -> str:
-    """Inline code that survives backticks in the text."""
-    fence = "``" if "`" in text else "`"
-    return f"{fence}{text}{fence}" if fence == "`" else f"{fence} {text} {fence}"
+def _fence(text: str, shortest: int) -> str:
+    """Backticks one more than the longest run in `text`: a fence the text cannot close."""
+    return "`" * max(shortest, max(map(len, re.findall("`+", text)), default=0) + 1)
+
+
+def _code(text: str, cell: bool = False) -> str:
+    """Inline code that survives backticks in the text; in a table `cell`, its pipes are escaped."""
+    text = clean(text)
+    if cell:
+        text = text.replace("|", "\\|")
+    fence, pad = _fence(text, 1), " " if "`" in text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _block(code: str, indent: str = "  ") -> list[str]:
-    fence = "````" if "```" in code else "```"
+    code = clean(code, lines=True)
+    fence = _fence(code, 3)
     return [f"{indent}{fence}python", *(f"{indent}{line}".rstrip() for line in code.splitlines()), f"{indent}{fence}"]
 
 
@@ -42,7 +54,7 @@ def _item(finding: Finding, shown: dict[str, str]) -> list[str]:
     """One box; `shown` maps each rewrite already printed to the stage it is under, to print it once."""
     where = _code(finding.where) if finding.where else "no line in your code"
     op = f" {_code(finding.op)}" if finding.op else ""
-    lines = [f"- [ ] **{finding.kind}**{op} at {where}: {_text(finding.message)}"]
+    lines = [f"- [ ] **{finding.kind}**{op} at {where}: {plain(finding.message)}"]
     if finding.code:
         lines += _block(finding.code)
     if finding.library_file:
@@ -52,7 +64,7 @@ def _item(finding: Finding, shown: dict[str, str]) -> list[str]:
         lines += ["", f"  Advice: the same as under `{shown[finding.advice]}` above."]
     elif finding.advice:
         shown[finding.advice] = finding.stage
-        lines += ["", f"  Advice: {_text(finding.advice)}"]
+        lines += ["", f"  Advice: {plain(finding.advice)}"]
     if finding.rewrite and finding.rewrite in shown:
         lines += ["", f"  Rewrite: the same as under `{shown[finding.rewrite]}` above."]
     elif finding.rewrite:
@@ -64,7 +76,7 @@ def _item(finding: Finding, shown: dict[str, str]) -> list[str]:
 def _stage_section(stage: StageResult, shown: dict[str, str]) -> list[str]:
     lines = [f"### {SYMBOL[stage.status]} `{stage.name}`: {stage.status.value}", ""]
     if stage.reason:
-        lines += [f"> {_text(stage.reason)}", ""]
+        lines += [f"> {plain(stage.reason)}", ""]
     if not stage.findings:
         lines.append("- [ ] find out why: no finding points into your code; the reason above and the "
                      "error in the JSON report are what there is")
@@ -89,7 +101,7 @@ def _numerics(report: Report) -> list[str]:
                 held += " (within fp64-adjudicated noise)"
             tightest = (f"atol {leaf.required_atol:.1e} or rtol {leaf.required_rtol:.1e}"
                         if leaf.required_atol is not None else "none: NaN/Inf differ")
-            rows.append(f"| `{stage.name}` | `{name}` | {_number(leaf.max_abs_error)} | "
+            rows.append(f"| `{stage.name}` | {_code(name, cell=True)} | {_number(leaf.max_abs_error)} | "
                         f"{_number(leaf.max_rel_error)} | {_tolerance(leaf.atol)} | {_tolerance(leaf.rtol)} | {held} | "
                         f"{tightest} |")
     if not rows:
@@ -140,13 +152,13 @@ def _speed(report: Report) -> list[str]:
 
 
 def _environment(report: Report) -> list[str]:
-    lines = [f"- {key}: `{value}`" for key, value in report.environment.items()
+    lines = [f"- {key}: {_code(value)}" for key, value in report.environment.items()
              if key != "executable" and not key.startswith("env:")]
-    variables = [f"`{key[4:]}={value}`" for key, value in report.environment.items() if key.startswith("env:")]
+    variables = [_code(f"{key[4:]}={value}") for key, value in report.environment.items() if key.startswith("env:")]
     if variables:
         lines.append(f"- environment variables: {', '.join(variables)}")
     if report.command:
-        lines.append(f"- command: `{' '.join(report.command)}`")
+        lines.append(f"- command: {_code(' '.join(report.command))}")
     return lines + [""]
 
 
@@ -161,12 +173,12 @@ def _routes(report: Report) -> list[str]:
     from compatcheck.report.routes import summarize
 
     routes = report.routes or summarize(report)  # a report assembled by hand, or by an older version
-    return ["**Routes:**", "", *(f"- {ROUTE_SYMBOL[r.status]} {r.name}: {_text(r.summary)}" for r in routes), ""]
+    return ["**Routes:**", "", *(f"- {ROUTE_SYMBOL[r.status]} {r.name}: {plain(r.summary)}" for r in routes), ""]
 
 
 def checklist(report: Report) -> str:
-    model = report.model.path if report.model else "(model not loaded)"
-    lines = [f"# Deployment checklist: `{model}`", "", *_routes(report), _ladder(report), ""]
+    model = _code(report.model.path) if report.model else "(model not loaded)"
+    lines = [f"# Deployment checklist: {model}", "", *_routes(report), _ladder(report), ""]
     blocked = [s for s in report.stages if s.status not in (Status.PASS, Status.SKIP)]
     noted = [s for s in report.stages if s.status in (Status.PASS, Status.SKIP) and s.findings]
     skipped = [s for s in report.stages if s.status is Status.SKIP and not s.findings]
@@ -174,10 +186,11 @@ def checklist(report: Report) -> str:
     for stage in report.stages:
         lines.append(f"| `{stage.name}` | {SYMBOL[stage.status]} {stage.status.value} | "
                      f"{_number(stage.max_abs_error)} | {_number(stage.max_rel_error)} | {stage.seconds:.1f} | "
-                     f"{_text(stage.reason)} |")
+                     f"{plain(stage.reason)} |")
     lines.append("")
-    if report.swept_summary():
-        lines += [_text(report.swept_summary()[0].upper() + report.swept_summary()[1:]) + ".", ""]
+    swept = report.swept_summary()
+    if swept:
+        lines += [plain(swept[0].upper() + swept[1:]) + ".", ""]
     shown: dict[str, str] = {}
     if blocked:
         count = sum(max(len(s.findings), 1) for s in blocked)
@@ -193,7 +206,7 @@ def checklist(report: Report) -> str:
             lines += _stage_section(stage, shown)
     if skipped:
         lines += ["## Not run", ""]
-        lines += [f"- `{s.name}`: {_text(s.reason) or 'skipped'}" for s in skipped]
+        lines += [f"- `{s.name}`: {plain(s.reason) or 'skipped'}" for s in skipped]
         lines.append("")
     lines += ["## Numerics", "", *_numerics(report), *_precision(report), *_speed(report), "## Environment", "",
               *_environment(report)]

@@ -298,8 +298,10 @@ def load_report(path: Path) -> Report:
 
     from compatcheck.errors import UsageError
 
+    from compatcheck.files import read_json
+
     try:
-        data = json.loads(Path(path).read_text())
+        data = read_json(Path(path))
     except FileNotFoundError:
         raise UsageError(f"report not found: {path}") from None
     except (OSError, ValueError) as exc:

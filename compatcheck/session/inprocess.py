@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from compatcheck import untrusted
 from compatcheck.report.model import StageResult
 from compatcheck.session.outcome import Outcome
 
@@ -33,6 +34,7 @@ class InProcess:
         return self.outcome
 
     def _receive(self, message) -> None:
+        message = type(message).model_validate(untrusted.encodable(message.model_dump()))  # as a worker's would be
         event = self.outcome.receive(message, 0)
         if event is not None:
             self.on_event(*event)

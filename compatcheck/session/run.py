@@ -4,19 +4,18 @@ assemble (the report). The CLI, check() and triton-repo all run through `execute
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable
 
-from compatcheck import __version__, ladder, redact
+from compatcheck import __version__, ladder, redact, untrusted
 from compatcheck.errors import UsageError
 from compatcheck.loaded_files import unchanged
 from compatcheck.report import routes
 from compatcheck.report.model import CacheOrigin, Report, StageResult, Status, blocker
-from compatcheck.session.cache import StageCache, run_key
+from compatcheck.session.cache import StageCache, Unusable, run_key
 from compatcheck.session.cache import default_dir as default_cache_dir
 from compatcheck.session.supervisor import Supervisor
 from compatcheck.session.workfolder import Published, WorkFolder
@@ -28,7 +27,9 @@ def resumable(previous: Report | None, options, key: str) -> tuple[dict[str, Sta
 
     They hold only for the same run: the same options, the same run key (model path, factory,
     compatcheck version, interpreter, installed packages, environment) and every file the run
-    loaded unchanged. A stage whose artifact is gone is run again.
+    loaded unchanged. A stage whose artifact is gone is run again, and so is one whose artifact a stage
+    still to run needs: nothing proves the file in --artifacts is what this run wrote, and the loaders
+    of those files can run code (torch.export.load unpickles).
     """
     if previous is None or all(stage.reason == INTERRUPTED for stage in previous.stages):
         return {}, None
@@ -49,6 +50,10 @@ def resumable(previous: Report | None, options, key: str) -> tuple[dict[str, Sta
         if stage.artifacts and not all(Path(p).exists() for p in stage.artifacts.values()):
             continue
         done[stage.name] = stage
+    while needed := {name for todo in options.stages if todo not in done for name in ladder.BY_NAME[todo].requires
+                     if name in done and done[name].artifacts}:
+        for name in needed:
+            del done[name]
     return done, None
 
 
@@ -107,14 +112,19 @@ def execute(request: RunRequest) -> Report:
         load(str(options.rewrites))  # a bad catalog is a usage error now, not a failed diagnosis later
     cache = None
     if request.chosen.cache and not options.bench:  # --bench times this machine now: never served from the cache
-        cache = StageCache(default_cache_dir(), request.model, request.factory, options, payload=request.payload)
+        try:
+            cache = StageCache(default_cache_dir(), request.model, request.factory, options, payload=request.payload,
+                               say=request.say)
+        except Unusable as exc:
+            request.say(f"the result cache is not used: {exc}")
     artifacts = request.chosen.artifacts
     published = Published(artifacts) if artifacts else None  # refuses a folder another run uses
     work = WorkFolder()
     started = time.monotonic()
     report = Report(
         tool_version=__version__, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        command=redact.tree(list(request.command)), options=redact.tree(options.model_dump(mode="json")),
+        command=untrusted.encodable(redact.tree(list(request.command))),
+        options=redact.tree(options.model_dump(mode="json")),
         run_key=cache.key if cache else run_key(request.model, request.factory, options, request.payload)[0],
     )
     try:
@@ -127,6 +137,9 @@ def execute(request: RunRequest) -> Report:
             published.close()
             for path in sorted(published.refused):
                 request.say(f"not written into --artifacts: {path} is a file the run loaded")
+            for why in sorted(set(published.unwritten.values())):
+                names = sorted(path for path, said in published.unwritten.items() if said == why)
+                request.say(f"not written into --artifacts ({why}): {', '.join(names)}")
     report.seconds = round(time.monotonic() - started, 3)
     return report
 
@@ -163,13 +176,10 @@ def _reuse(request: RunRequest, report: Report, cache: StageCache | None, workdi
             known.model, known.environment = hit.model, hit.environment
             known.dependencies.update(hit.dependencies["files"])
             logs.setdefault(lane_of[name], {}).setdefault(hit.run, hit.log)
-            if hit.inputs and not (workdir / "inputs.npz").exists():
-                shutil.copyfile(hit.inputs, workdir / "inputs.npz")
     for lane, by_run in logs.items():  # the logs of the workers that computed the cached stages
         with open(workdir / f"worker-{lane}.log", "wb") as log:
-            for path in by_run.values():
-                if path.is_file():
-                    log.write(path.read_bytes())
+            for text in by_run.values():
+                log.write(text)
     done.update(settled_skips(done, options))
     return known
 

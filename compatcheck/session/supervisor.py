@@ -22,8 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from compatcheck import redact
-from compatcheck import ladder
+from compatcheck import ladder, redact, untrusted
 from compatcheck.session.containment import Box, Containment
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
@@ -47,8 +46,8 @@ class _Messages:
         self.selector.register(fd, selectors.EVENT_READ)
 
     def next(self, deadline: float, process: subprocess.Popen):
-        """A message (protocol.Message, secrets redacted), None once the worker is gone and nothing is
-        left to read, or 'timeout'."""
+        """A message (protocol.Message, secrets redacted, lone surrogates replaced), None once the worker is
+        gone and nothing is left to read, or 'timeout'."""
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -62,7 +61,7 @@ class _Messages:
                 return None
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return MESSAGE.validate_python(redact.tree(json.loads(line)))
+        return MESSAGE.validate_python(untrusted.encodable(redact.tree(json.loads(line))))
 
     def close(self) -> None:
         self.selector.close()

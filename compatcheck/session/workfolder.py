@@ -9,6 +9,7 @@ owner's pid and start time; a later run removes only folders whose owner is gone
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 from compatcheck.errors import UsageError
+from compatcheck.files import copy_into
 
 PREFIX = "compatcheck-run-"
 OWNER = "owner"
@@ -78,25 +80,33 @@ class WorkFolder:
 
 
 class Published:
-    """The --artifacts folder: locked while the run lives, filled from the working folder."""
+    """The --artifacts folder: locked while the run lives, filled from the working folder. Nothing planted
+    there is written through: the lock file is opened without following a link, and files are copied in
+    under fresh temporary names (copy_into)."""
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.copied: dict[str, tuple[int, int]] = {}
         self.refused: set[str] = set()
+        self.unwritten: dict[str, str] = {}  # file -> why it could not be written (a full disk, a planted link)
         self.guard = threading.Lock()  # lanes finish stages from several threads
-        self.lock = open(self.folder / LOCK, "a+")
+        try:
+            self.lock = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise UsageError(f"cannot lock --artifacts {folder}: {self.folder / LOCK}: "
+                             f"{'it is a symbolic link' if exc.errno == errno.ELOOP else exc.strerror}") from None
         try:
             fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            self.lock.seek(0)
-            holder = self.lock.read().strip() or "unknown"
-            self.lock.close()
+            holder = os.read(self.lock, 64).decode(errors="replace").strip() or "unknown"
+            os.close(self.lock)
             raise UsageError(f"--artifacts {folder} is in use by another compatcheck run (pid {holder}); "
                              "give each run its own folder") from None
-        self.lock.truncate(0)
-        self.lock.write(str(os.getpid()))
-        self.lock.flush()
+        try:
+            os.ftruncate(self.lock, 0)
+            os.write(self.lock, str(os.getpid()).encode())
+        except OSError:
+            pass  # the pid only names the holder in the message above; the lock holds without it (a full disk)
 
     def sync(self, workdir: Path, protected: set[str] = frozenset()) -> None:
         """Copy what is new or changed in workdir, except files that are inputs of the run (`protected`)."""
@@ -118,14 +128,14 @@ class Published:
                     if str(target.resolve()) in protected:
                         self.refused.add(str(target))
                         continue
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    partial = target.with_name(f".{target.name}.partial")
                     try:
-                        shutil.copy2(source, partial)
+                        copy_into(source, self.folder, relative)  # readers never see half a file
                     except FileNotFoundError:  # the worker removed it meanwhile: a skipped stage's reproducer
-                        partial.unlink(missing_ok=True)
                         continue
-                    os.replace(partial, target)  # readers never see half a file
+                    except (OSError, ValueError) as exc:
+                        self.unwritten[str(target)] = getattr(exc, "strerror", None) or str(exc)
+                        continue
+                    self.unwritten.pop(str(target), None)
                     self.copied[relative] = signature
 
     def path_of(self, workdir: Path, path: str) -> str:
@@ -136,4 +146,4 @@ class Published:
             return path  # already outside the working folder: kept from a resumed run
 
     def close(self) -> None:
-        self.lock.close()
+        os.close(self.lock)

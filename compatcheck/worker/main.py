@@ -87,7 +87,15 @@ def main(argv: list[str]) -> int:
     stream = os.fdopen(int(argv[1]), "w")
 
     def send(message) -> None:
-        stream.write(message.model_dump_json() + "\n")
+        from pydantic_core import PydanticSerializationError
+
+        try:
+            line = message.model_dump_json()
+        except PydanticSerializationError:  # a lone surrogate in the model's message: no UTF-8 holds one
+            from compatcheck.untrusted import encodable
+
+            line = type(message).model_validate(encodable(message.model_dump())).model_dump_json()
+        stream.write(line + "\n")
         stream.flush()
 
     from compatcheck.errors import UsageError

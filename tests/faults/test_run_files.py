@@ -4,6 +4,7 @@ test nothing of the run is left running and no working folder is left in it."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -219,8 +220,6 @@ def test_stale_working_folders_are_removed_only_when_their_run_is_gone(tmp_path,
 def test_a_file_the_worker_removes_while_it_is_copied_is_left_out(tmp_path, monkeypatch):
     """The worker writes a stage's reproducer before the stage and removes it when the stage skips; the
     parent's copy into --artifacts can list it and then find it gone. It goes on without it."""
-    import shutil
-
     from compatcheck.session import workfolder
 
     work, artifacts = tmp_path / "work", tmp_path / "artifacts"
@@ -228,15 +227,70 @@ def test_a_file_the_worker_removes_while_it_is_copied_is_left_out(tmp_path, monk
     artifacts.mkdir()
     (work / "reproduce_aot_inductor.py").write_text("removed while it is copied")
     (work / "model.onnx").write_text("kept")
-    copy = shutil.copy2
+    copy = workfolder.copy_into
 
-    def removed_first(source, target, **kwargs):
+    def removed_first(source, folder, name, **kwargs):
         if Path(source).name.startswith("reproduce_"):
             Path(source).unlink()
-        return copy(source, target, **kwargs)
+        return copy(source, folder, name, **kwargs)
 
-    monkeypatch.setattr(workfolder.shutil, "copy2", removed_first)
+    monkeypatch.setattr(workfolder, "copy_into", removed_first)
     published = workfolder.Published(artifacts)
     published.sync(work)
     published.close()
     assert sorted(p.name for p in artifacts.iterdir() if p.name != workfolder.LOCK) == ["model.onnx"]
+
+
+def test_a_link_planted_as_the_artifacts_lock_is_refused_and_never_written_through(tmp_path, temp):
+    (tmp_path / "model.py").write_text(PASSES_TRACE)
+    victim, locked = tmp_path / "victim.txt", tmp_path / "art"
+    victim.write_text("the user's own file\n")
+    locked.mkdir()
+    (locked / ".compatcheck.lock").symlink_to(victim)
+    proc = run(temp, "run", str(tmp_path / "model.py"), "--stages", "eager", "--artifacts", str(locked), timeout=120)
+    assert_one_line_usage_error(proc, f"error: cannot lock --artifacts {locked}: {locked / '.compatcheck.lock'}: "
+                                      "it is a symbolic link")
+    assert victim.read_text() == "the user's own file\n"
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A real filesystem of 1 MiB with no space left (a tmpfs, which takes root to mount)."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {(mounted.stderr or mounted.stdout).strip()}")
+    try:
+        with open(folder / "filler", "wb", buffering=0) as filler:
+            try:
+                while filler.write(b"\0" * 65536):
+                    pass
+            except OSError:
+                pass
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def test_a_full_disk_loses_no_verdict_and_leaves_no_partial_file(tmp_path, temp, full_disk):
+    model = tmp_path / "model.py"
+    model.write_text(PASSES_TRACE)
+    json_path, junit_path = full_disk / "report.json", full_disk / "junit.xml"
+    proc = run(temp, "run", str(model), "--stages", "jit_script", "--artifacts", str(full_disk / "art"), "--json",
+               str(json_path), "--junit", str(junit_path), env={"COMPATCHECK_CACHE_DIR": str(full_disk / "cache")})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert re.search(r"│ jit_script +│ pass ", proc.stdout), proc.stdout
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 4, proc.stderr
+    assert lines[0] == f"results not cached in {full_disk / 'cache'}: No space left on device"
+    assert lines[1].startswith("not written into --artifacts (No space left on device): ")
+    assert str(full_disk / "art" / "model.script.pt") in lines[1]
+    for line, flag, path, start in zip(lines[2:], ("--json", "--junit"), (json_path, junit_path), ("{", "<?xml")):
+        assert line.startswith(f"error: cannot write {flag} {path} (No space left on device); it was written to ")
+        kept = Path(line.rsplit(" ", 1)[1])
+        assert kept.read_text().startswith(start)
+        kept.unlink()
+    left = [p.name for p in full_disk.rglob("*") if p.name.endswith(".partial") or p.name.startswith((".report", ".junit"))]
+    assert left == []

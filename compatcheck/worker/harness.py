@@ -214,10 +214,14 @@ def _try_recipes(stage: Stage, ctx: StageContext, result: StageResult, error: Ba
     for recipe in recipes:
         if any(passed is True and not tried.sample for tried, passed in outcomes.items()):
             break
-        if time.perf_counter() - started > budget:
+        spent = time.perf_counter() - started
+        # A recipe costs about what the stage's own build did; one that would run past --timeout would
+        # cost the stage its verdict.
+        past_timeout = result.seconds + spent + 1.5 * result.seconds > ctx.options.timeout
+        if spent > budget or past_timeout:
             outcomes[recipe] = None
-            result.recipes.append(f"{recipe.what}: not tried, the search was cut short after "
-                                  f"{time.perf_counter() - started:.1f}s (--diagnose-budget {budget:g})")
+            limit = f"--timeout {ctx.options.timeout:g}" if past_timeout else f"--diagnose-budget {budget:g}"
+            result.recipes.append(f"{recipe.what}: not tried, the search was cut short after {spent:.1f}s ({limit})")
             continue
         outcomes[recipe] = _passes_with(type(stage), ctx, recipe)
         said = {True: "passes on every input set", False: "fails too", "factory": "not checked: only the factory "

@@ -53,3 +53,13 @@ def test_a_stage_that_changes_its_model_and_fails_leaves_the_next_stages_as_if_i
     assert after == {s["name"]: (s["status"], s["max_abs_error"]) for s in without["stages"]}
     assert set(verdicts(without).values()) == {"pass"}
     assert all(s["max_abs_error"] < 1e-4 for s in without["stages"])  # the copies were pristine, not merely alike
+
+
+def test_recipes_stop_before_they_would_run_a_failed_stage_past_its_timeout(tmp_path):
+    # Three recipes of about the stage's own cost would reach the timeout (and cost the stage its verdict).
+    proc, report = run_json(tmp_path, "run", str(HERE / "exports_slowly_then_fails.py"), "--stages",
+                            "eager,onnx_export", "--timeout", "20", timeout=300)
+    onnx = next(s for s in report["stages"] if s["name"] == "onnx_export")
+    assert onnx["status"] == "fail" and "cannot be exported" in onnx["reason"]
+    assert any("cut short" in line and "--timeout 20" in line for line in onnx["recipes"]), onnx["recipes"]
+    assert onnx["seconds"] < 20

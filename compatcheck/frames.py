@@ -122,6 +122,21 @@ def user_forwards(model):
             yield forward
 
 
+def user_sources(model, user: "UserCode"):
+    """(file, first line, source lines) of the forward of each of the user's own module classes in the
+    model, once each; forwards whose source cannot be read are passed over."""
+    import inspect
+
+    for forward in user_forwards(model):
+        try:
+            lines, start = inspect.getsourcelines(forward)
+            file = inspect.getsourcefile(forward)
+        except (OSError, TypeError):
+            continue
+        if user.owns(file):
+            yield file, start, lines
+
+
 class UserCode:
     """Knows which files are the user's: the model file, files beside it, and installed packages that are
     neither machinery nor a known library (or that `packages` names)."""

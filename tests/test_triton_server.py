@@ -261,34 +261,6 @@ def test_a_bench_level_stops_at_its_deadline(identity):
 
 
 @pytest.mark.skipif(not PYTHON_BACKEND, reason="needs nvidia-pytriton's server, whose Python stub is set up by hand")
-def test_concurrent_requests_share_executions_and_keep_their_answers(broken_repository):
-    launcher, client, urls = broken_repository
-    client.load("identity", launcher)
-    [x] = repository.onnx_io(launcher.repository / "identity" / "1" / "model.onnx").inputs
-    requests = [load.Request(f"r{n}", ("http", "grpc")[n % 2], ((x, np.full((1 + n % 3, 4), n, np.float32)),))
-                for n in range(12)]
-    before = client.statistics("identity")
-    answers = load.together(urls, "identity", requests, ["y"])
-    stats = client.statistics("identity").since(before)
-    assert all((answers[r.id][0] == r.inputs[0][1]).all() for r in requests)
-    assert stats.inferences == sum(len(r.inputs[0][1]) for r in requests)
-    assert stats.executions < len(requests) and sum(stats.batches.values()) == stats.executions
-    assert max(stats.batches) <= 8
-
-
-def test_a_bench_level_stops_at_its_request_count(broken_repository):
-    launcher, client, urls = broken_repository
-    client.load("identity", launcher)
-    [x] = repository.onnx_io(launcher.repository / "identity" / "1" / "model.onnx").inputs
-    started = time.monotonic()
-    level = load.level(urls, "identity", [(x, np.ones((2, 4), np.float32))], ["y"], "grpc", 4,
-                       requests=20, seconds=5)
-    assert len(level.latencies) == 20 and level.concurrency == 4 and level.protocol == "grpc"
-    assert 0 < level.percentile_ms(50) <= level.percentile_ms(99) < 5e3
-    assert time.monotonic() - started < 30
-
-
-@pytest.mark.skipif(not PYTHON_BACKEND, reason="needs nvidia-pytriton's server, whose Python stub is set up by hand")
 def test_python_stub_that_cannot_start_fails_fast(tmp_path):
     onnx_file = identity_onnx(tmp_path / "model.onnx")
     repository.write_model(tmp_path / "repo", "m", "onnx", onnx_file, repository.onnx_io(onnx_file), native=False)

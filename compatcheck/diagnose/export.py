@@ -79,9 +79,7 @@ _UNREGISTERED = re.compile(r"The tensor attribute self\.([\w.]+) was assigned du
 def state_findings(stage: str, ctx) -> list:
     """torch.export's warning that forward assigns a tensor attribute, at the line that assigns it: the
     exported program computes with the value but keeps none of it between calls."""
-    import inspect
-
-    from compatcheck.frames import user_forwards
+    from compatcheck.frames import user_sources
 
     findings = []
     for warning, _ in ctx.warnings:
@@ -91,14 +89,9 @@ def state_findings(stage: str, ctx) -> list:
         name = found.group(1)
         assigns = re.compile(rf"\bself\.{re.escape(name)}\s*=[^=]")
         location = None
-        for forward in user_forwards(ctx.spec.model):
-            try:
-                lines, start = inspect.getsourcelines(forward)
-                file = inspect.getsourcefile(forward)
-            except (OSError, TypeError):
-                continue
+        for file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
             line = next((start + i for i, text in enumerate(lines) if assigns.search(text)), None)
-            if line is not None and ctx.spec.user.owns(file):
+            if line is not None:
                 location = (file, line)
                 break
         finding = ctx.spec.user.finding(

@@ -168,9 +168,7 @@ def shape_branch(code: str | None, dim: str) -> str | None:
 def size_used_at(ctx, dims) -> tuple[str, int, str] | None:
     """(file, line, dim) of the first line of a user forward that reads one of `dims` ('x.shape[0]',
     also spelled x.size(0)), a branch on it first: where a size no sample had takes another path."""
-    import inspect
-
-    from compatcheck.frames import user_forwards
+    from compatcheck.frames import user_sources
 
     spelled = {}
     for dim in dims:
@@ -179,14 +177,7 @@ def size_used_at(ctx, dims) -> tuple[str, int, str] | None:
         if name is not None:
             spelled[dim] = re.compile(rf"\b{name}\.(?:shape\[{index}\]|size\({index}\))")
     found = []
-    for forward in user_forwards(ctx.spec.model):
-        try:
-            lines, start = inspect.getsourcelines(forward)
-            file = inspect.getsourcefile(forward)
-        except (OSError, TypeError):
-            continue
-        if not ctx.spec.user.owns(file):
-            continue
+    for file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
         for offset, line in enumerate(lines):
             for dim, pattern in spelled.items():
                 if pattern.search(line):

@@ -15,7 +15,7 @@ from pathlib import Path
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
 from compatcheck.diagnose.replay import first_mismatch
-from compatcheck.frames import machinery, user_forwards
+from compatcheck.frames import machinery, user_sources
 
 _PYTHON_CALL = re.compile(r"Could not export Python function call '(\w+)'")
 _BUILTIN = re.compile(r"Python builtin <built-in (?:function|method) (\w+)")
@@ -31,11 +31,7 @@ def _first_line(error: BaseException) -> str:
 def _numpy_calls(ctx) -> list[tuple[str, int, list[str]]]:
     """(file, line, ['numpy.sqrt', ...]) for each line of a user forward that calls into numpy."""
     found = []
-    for forward in user_forwards(ctx.spec.model):
-        file = inspect.getsourcefile(forward)
-        if not ctx.spec.user.owns(file):
-            continue
-        lines, start = inspect.getsourcelines(forward)
+    for file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
         by_line: dict[int, list[str]] = {}
         for node in ast.walk(ast.parse(textwrap.dedent("".join(lines)))):
             if not isinstance(node, ast.Call):
@@ -100,11 +96,7 @@ def _library_modules(model):
 def _calling_line(ctx, attribute: str):
     """The line of a user forward that uses `self.<attribute>` (the call into the library), if any."""
     head = attribute.split(".")[0]
-    for forward in user_forwards(ctx.spec.model):
-        file = inspect.getsourcefile(forward)
-        if not ctx.spec.user.owns(file):
-            continue
-        lines, start = inspect.getsourcelines(forward)
+    for file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
         for node in ast.walk(ast.parse(textwrap.dedent("".join(lines)))):
             if isinstance(node, ast.Attribute) and node.attr == head and getattr(node.value, "id", None) == "self":
                 return file, start + node.lineno - 1

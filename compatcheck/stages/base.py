@@ -244,17 +244,6 @@ class StageContext:
         """The recipe's extra keywords for the stage's call."""
         return dict(self.recipe.keywords) if self.recipe else {}
 
-    def fp64_of(self, input_set: InputSet):
-        """Eager outputs for any input set computed in float64, or the exception where the model refuses."""
-        try:
-            model = (self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double()
-            as64 = input_set.map(lambda t: t.double() if t.is_floating_point() else t)
-            torch.manual_seed(SEEDS[0])
-            with torch.no_grad():
-                return model(*as64.args, **as64.kwargs)
-        except Exception as exc:
-            return exc.with_traceback(None)
-
     def artifact(self, filename: str) -> Path:
         path = (self.artifact_dir or self.workdir) / filename
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -409,7 +409,7 @@ def _run_swept(ctx, runner, swept, flat: bool) -> InputSetResult:
                               seconds=round(time.perf_counter() - started, 4))
     seconds = round(time.perf_counter() - started, 4)
     leaves, structure = compare_outputs(swept.reference, outputs, ctx.tolerances, flat=flat,
-                                        fp64=lambda: ctx.fp64_of(swept.input_set))
+                                        fp64=lambda: ctx.float64(swept.input_set))
     ok = all(leaf.ok for leaf in leaves) and bool(leaves or not structure)
     return InputSetResult(index=-1, label=swept.label, ok=ok, structure=structure, seconds=seconds, leaves=leaves)
 

@@ -145,10 +145,16 @@ class UserCode:
         self.model_file = Path(model_file).resolve()
         self.root = self.model_file.parent
         self.packages = frozenset(packages)  # installed packages marked as the user's own
+        self._owned: dict[str, bool] = {}  # asked of every loaded module and every frame: resolve each path once
 
     def owns(self, filename: str | None) -> bool:
         if not filename or filename.startswith("<"):
             return False
+        if filename not in self._owned:
+            self._owned[filename] = self._owns(filename)
+        return self._owned[filename]
+
+    def _owns(self, filename: str) -> bool:
         path = Path(filename).resolve()
         if _PACKAGE_DIR in path.parents:
             return False

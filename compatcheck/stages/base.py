@@ -140,16 +140,21 @@ class StageContext:
         make them: runs with another seed, then with the clock moved."""
         found = Variation()
         user = self.spec.user
-        try:
-            with recording_random_ops(user) as random:
-                torch.manual_seed(SEEDS[1])
-                reseeded = [self.eager(s, model) for s in self.spec.input_sets]
-        except Exception:  # an op the recording mode cannot pass through: run it plainly
-            random = []
-            torch.manual_seed(SEEDS[1])
-            reseeded = [self.eager(s, model) for s in self.spec.input_sets]
-        if not all(identical(a, b) for a, b in zip(first, reseeded)) and (random or self._noise is None):
-            found.random = random or [Site("random numbers", None)]
+        torch.manual_seed(SEEDS[1])
+        reseeded = [self.eager(s, model) for s in self.spec.input_sets]
+        if not all(identical(a, b) for a, b in zip(first, reseeded)):
+            # Only a forward found random is run again to name its ops: the recording mode costs an import
+            # of torch._dynamo that a deterministic eager-only run never needs.
+            random: list = []
+            try:
+                with recording_random_ops(user) as random:
+                    torch.manual_seed(SEEDS[1])
+                    for one in self.spec.input_sets:
+                        self.eager(one, model)
+            except Exception:  # an op the recording mode cannot pass through: the seed's effect is named alone
+                random = []
+            if random or self._noise is None:
+                found.random = random or [Site("random numbers", None)]
         clock: list = []
         with clock_moved(user, clock):
             torch.manual_seed(SEEDS[0])

@@ -1,13 +1,14 @@
-"""A forward that reads the clock: traced and exported artifacts keep the time they were built at."""
+"""A forward that reads the clock: traced and exported artifacts keep the time they were built at.
+torch.jit.trace's own check (check_trace=True, its default) traces twice and sees the graphs differ."""
 
 import time
 
 import torch
 
-EXPECTED = {"eager": "pass", "export": "mismatch", "jit_script": "fail", "jit_trace": "mismatch",
+EXPECTED = {"eager": "pass", "export": "mismatch", "jit_script": "fail", "jit_trace": "fail",
             "onnx_export": "mismatch", "onnxruntime": "mismatch"}
 EXPECTED_FINDINGS = [{"stage": "eager", "kind": "nondeterministic", "line": "return x + time.time() % 1000"},
-                     {"stage": "jit_trace", "kind": "variation-lost", "line": "return x + time.time() % 1000"},
+                     {"stage": "jit_trace", "kind": "trace-error", "line": "return x + time.time() % 1000"},
                      {"stage": "onnxruntime", "kind": "variation-lost", "line": "return x + time.time() % 1000"}]
 
 

@@ -31,6 +31,7 @@ OLDER_MODELS = {
         ("jit_script", "unsupported-python", "numpy.asarray", "np.asarray(scale"),
         ("jit_trace", "frozen-constant", "Tensor.numpy", "scale = np.sqrt("),
         ("jit_trace", "frozen-constant", "torch.from_numpy", "np.asarray(scale"),
+        ("export", "export-error", None, "scale = np.sqrt("),
     ],
     "dict_outputs": [("jit_trace", "container-output", "dict", 'return {"logits"')],
     "item_call": [("jit_trace", "frozen-constant", "Tensor.item", "peak = x.abs().max().item()")],

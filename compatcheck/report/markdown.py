@@ -118,7 +118,7 @@ def _precision(report: Report) -> list[str]:
         return []
     dtype = judged[0].precision.dtype
     rows = [f"| `{s.name}` | {_number(s.precision.fp64_error)} | {_number(s.precision.eager_fp64_error)} | "
-            f"{_number(s.precision.allowed)} | {_number(s.precision.float32_error)} | {_text(s.precision.upcast)} |"
+            f"{_number(s.precision.allowed)} | {_number(s.precision.float32_error)} | {plain(s.precision.upcast)} |"
             for s in judged]
     return ["## Precision", "",
             f"Judged in {dtype} against a float64 run of the model as cast: a stage holds where its RMS error to "
@@ -141,7 +141,7 @@ def _speed(report: Report) -> list[str]:
         lines += ["| artifact | input set | p50 ms | p95 ms | samples/s | vs eager |", "|---|---:|---:|---:|---:|---:|",
                   *rows, ""]
     for backend in dict.fromkeys(level.backend for level in levels):
-        lines += [f"Served under concurrency: {_text(backend)}", "",
+        lines += [f"Served under concurrency: {plain(backend)}", "",
                   "| protocol | concurrency | requests | requests/s | samples/s | p50 ms | p99 ms |",
                   "|---|---:|---:|---:|---:|---:|---:|"]
         lines += [f"| {level.protocol} | {level.concurrency} | {level.requests} | {level.throughput:,.1f} | "

@@ -78,17 +78,24 @@ def skip_reason(stage: Stage, ctx: StageContext) -> str | None:
     return stage.available(ctx)
 
 
+def _problem(one: InputSetResult) -> str | None:
+    """What went wrong on one input set, most telling first: what the artifact raised, a structure it
+    could not be compared in, the first output off; a structure note only where nothing else is."""
+    if one.error:
+        return one.error
+    if not one.ok and not one.leaves:
+        return one.structure
+    bad = next((leaf for leaf in one.leaves if not leaf.ok), None)
+    if bad is not None:
+        return f"output {bad.output}: {bad.problem}"
+    return one.structure if not one.ok else None
+
+
 def _summarize(sets: list[InputSetResult]) -> str | None:
     for one in sets:
-        if one.error:
-            return f"input set {one.index + 1}: {one.error}"
-        if not one.ok and not one.leaves:
-            return f"input set {one.index + 1}: {one.structure}"
-        bad = [leaf for leaf in one.leaves if not leaf.ok]
-        if bad:
-            return f"input set {one.index + 1}, output {bad[0].output}: {bad[0].problem}"
-        if not one.ok and one.structure:
-            return f"input set {one.index + 1}: {one.structure}"
+        problem = _problem(one)
+        if problem:
+            return f"input set {one.index + 1}{':' if not problem.startswith('output ') else ','} {problem}"
     return None
 
 
@@ -153,8 +160,7 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
         broken = next((one for one in result.swept if not one.ok), None)
         if result.status is Status.PASS and broken is not None:
             result.status = Status.FAIL if broken.error else Status.MISMATCH
-            said = broken.error or broken.structure or next((leaf.problem for leaf in broken.leaves if not leaf.ok), "")
-            result.reason = f"at {broken.label}, which your input sets lack: {said}"
+            result.reason = f"at {broken.label}, which your input sets lack: {_problem(broken) or ''}"
             result.findings += _swept_findings(stage.name, ctx, broken)
         if BY_NAME[stage.name].reference and (ctx.swept.sets or ctx.swept.caps or ctx.swept.cut_short):
             result.sweep = SweepInfo(sizes=[one.label for one in ctx.swept.sets], caps=ctx.swept.caps,
@@ -441,9 +447,9 @@ def _swept_findings(stage: str, ctx, broken: InputSetResult) -> list[Finding]:
         finding.rewrite = shapes.shape_branch(finding.code, used[2])
         return [finding]
     return [Finding(stage=stage, kind="dynamic-shape", op=broken.label,
-                    message=f"the artifact fails at {broken.label}, which the input sets lack, though eager "
-                            f"runs there: it holds a size the samples happened to share; add an input set of that "
-                            f"size to see the line")]
+                    message=f"the artifact {'fails' if broken.error else 'differs from eager'} at {broken.label}, "
+                            f"which the input sets lack, though eager runs there ({_problem(broken)}); no line of "
+                            f"yours decides on that size: add an input set of that size to reproduce it")]
 
 
 def _varies(ctx) -> str:

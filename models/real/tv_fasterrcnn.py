@@ -12,19 +12,23 @@ from torchvision.ops import MultiScaleRoIAlign
 # tests/test_real_models.py asserts them, and the findings below, from one run with TEST_OPTIONS.
 # compile_backend aot_eager keeps compile_fullgraph quick on two cores; the break it raises comes
 # from dynamo, the same for every backend. The search for further breaks stops at its budget.
+# jit_script: the scripted model answers as eager does on both input sets, but at an image width of 55
+# (a size the sweep makes and the samples lack) its boxes are up to 35 px off: a plain
+# torch.jit.script(model) against model(images) at that width shows the same.
 EXPECTED = {
     "eager": "pass",
     "compile_fullgraph": "fail",
-    "jit_script": "pass",
+    "jit_script": "mismatch",
     "jit_trace": "fail",
 }
 EXPECTED_FINDINGS = [
     {"stage": "compile_fullgraph", "kind": "data-dependent-guard", "line": None,
      "library_file": "torchvision/ops/boxes.py", "says": ["data-dependent guard"]},
+    {"stage": "jit_script", "kind": "dynamic-shape", "line": None, "says": ["which the input sets lack"]},
     {"stage": "jit_trace", "kind": "frozen-control-flow", "line": None,
      "library_file": "torchvision/models/detection/_utils.py"},
 ]
-EXPECTED_ROUTES = {"TorchScript (script)": "works", "TorchScript (trace)": "blocked"}
+EXPECTED_ROUTES = {"TorchScript (script)": "blocked", "TorchScript (trace)": "blocked"}
 TEST_OPTIONS = ["--compile-backend", "aot_eager"]
 
 

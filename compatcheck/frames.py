@@ -123,8 +123,8 @@ def user_forwards(model):
 
 
 def user_sources(model, user: "UserCode"):
-    """(file, first line, source lines) of the forward of each of the user's own module classes in the
-    model, once each; forwards whose source cannot be read are passed over."""
+    """(forward, file, first line, source lines) for the forward of each of the user's own module classes
+    in the model, once each; forwards whose source cannot be read are passed over."""
     import inspect
 
     for forward in user_forwards(model):
@@ -134,7 +134,7 @@ def user_sources(model, user: "UserCode"):
         except (OSError, TypeError):
             continue
         if user.owns(file):
-            yield file, start, lines
+            yield forward, file, start, lines
 
 
 class UserCode:

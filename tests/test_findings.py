@@ -101,7 +101,8 @@ def test_expected_findings_carry_the_catalog_rewrite(run):
     catalog = load_catalog(None)
     expected = set(expected_findings(stem))
     for data in report["findings"]:
-        if (data["stage"], data["kind"], data["op"], data["line"]) in expected:
+        # The catalog is keyed by op: an error no op is named in (export-error) has no entry to carry.
+        if (data["stage"], data["kind"], data["op"], data["line"]) in expected and data["op"] is not None:
             finding = Finding(**{**data, "rewrite": None})
             entry = catalog.match(finding)
             assert entry is not None, f"{stem}: no catalog entry for {data['op']} in {data['stage']}"

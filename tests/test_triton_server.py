@@ -115,8 +115,10 @@ def identity_onnx(path: Path) -> Path:
 def test_convnet_passes_over_http_and_grpc(tmp_path):
     artifacts = tmp_path / "artifacts"
     out = tmp_path / "report.json"
+    # A queue delay of 500 ms (default 100): on a loaded machine the 16 requests still reach the batcher
+    # within one window.
     run = compatcheck("run", "models/convnet.py", "--stages", "triton", "--artifacts", str(artifacts),
-                      "--json", str(out), "-q", timeout=600)
+                      "--json", str(out), "-q", "--triton-queue-delay", "500", timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
     stage = {s["name"]: s for s in json.loads(out.read_text())["stages"]}["triton"]
     assert stage["status"] == "pass", stage

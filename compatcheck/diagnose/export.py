@@ -89,7 +89,7 @@ def state_findings(stage: str, ctx) -> list:
         name = found.group(1)
         assigns = re.compile(rf"\bself\.{re.escape(name)}\s*=[^=]")
         location = None
-        for file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
+        for _, file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
             line = next((start + i for i, text in enumerate(lines) if assigns.search(text)), None)
             if line is not None:
                 location = (file, line)

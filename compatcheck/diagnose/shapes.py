@@ -177,7 +177,7 @@ def size_used_at(ctx, dims) -> tuple[str, int, str] | None:
         if name is not None:
             spelled[dim] = re.compile(rf"\b{name}\.(?:shape\[{index}\]|size\({index}\))")
     found = []
-    for file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
+    for _, file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
         for offset, line in enumerate(lines):
             for dim, pattern in spelled.items():
                 if pattern.search(line):

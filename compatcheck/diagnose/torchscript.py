@@ -31,7 +31,7 @@ def _first_line(error: BaseException) -> str:
 def _numpy_calls(ctx) -> list[tuple[str, int, list[str]]]:
     """(file, line, ['numpy.sqrt', ...]) for each line of a user forward that calls into numpy."""
     found = []
-    for file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
+    for forward, file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
         by_line: dict[int, list[str]] = {}
         for node in ast.walk(ast.parse(textwrap.dedent("".join(lines)))):
             if not isinstance(node, ast.Call):
@@ -96,7 +96,7 @@ def _library_modules(model):
 def _calling_line(ctx, attribute: str):
     """The line of a user forward that uses `self.<attribute>` (the call into the library), if any."""
     head = attribute.split(".")[0]
-    for file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
+    for _, file, start, lines in user_sources(ctx.spec.model, ctx.spec.user):
         for node in ast.walk(ast.parse(textwrap.dedent("".join(lines)))):
             if isinstance(node, ast.Attribute) and node.attr == head and getattr(node.value, "id", None) == "self":
                 return file, start + node.lineno - 1

@@ -4,6 +4,7 @@ refuses), send requests over HTTP or gRPC, unload."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,11 +109,23 @@ class Client:
         result = self.clients[protocol].infer(model, tensors, outputs=requested, request_id=request_id, **deadline)
         return [result.as_numpy(name) for name in outputs]
 
-    def statistics(self, model: str) -> "Statistics":
-        """The server's counters for the model since it loaded."""
-        stats = self.clients["http"].get_inference_statistics(model)["model_stats"][0]
-        return Statistics(stats["execution_count"], stats["inference_count"],
-                          {one["batch_size"]: one["compute_infer"]["count"] for one in stats["batch_stats"]})
+    def statistics(self, model: str, settle: float = 2.0) -> "Statistics":
+        """The server's counters for the model since it loaded, once two reads 50 ms apart agree (at most
+        `settle` seconds): the server counts a request after it has answered it."""
+        def read() -> Statistics:
+            stats = self.clients["http"].get_inference_statistics(model)["model_stats"][0]
+            return Statistics(stats["execution_count"], stats["inference_count"],
+                              {one["batch_size"]: one["compute_infer"]["count"] for one in stats["batch_stats"]})
+
+        deadline = time.monotonic() + settle
+        last = read()
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = read()
+            if now == last:
+                break
+            last = now
+        return last
 
     def instance_kind(self, model: str) -> str | None:
         """Where the server runs the model: KIND_CPU or KIND_GPU, from the config it loaded."""

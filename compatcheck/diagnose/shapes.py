@@ -136,12 +136,32 @@ def specializations(ctx, dims: dict[str, int]) -> list[Specialization]:
         guards = _guards(ctx)
     except Exception:
         guards = []
+    declared = _declared_names(ctx)
     found = []
     for dim, value in dims.items():
-        on_dim = [(expr, stack) for expr, symbols, stack in guards if dim in symbols.values()]
+        source = declared.get(dim, dim)
+        on_dim = [(expr, stack) for expr, symbols, stack in guards if source in symbols.values()]
         pins = [(expr, stack) for expr, stack in on_dim if _PINNING_GUARD.match(expr)]
         expr, stack = (pins or on_dim or [(None, [])])[0]
         found.append(Specialization(dim, value, expr, stack))
+    return found
+
+
+def _declared_names(ctx) -> dict[str, str]:
+    """{'height': 'x.shape[2]'} for each dim get_dynamic_shapes() declares with a named Dim: torch's
+    "You marked height as dynamic" names the Dim, the guards name the input's dimension."""
+    from compatcheck.spec import top_level
+
+    shapes = ctx.spec.dynamic_shapes
+    if shapes is None or ctx.spec.dynamic_shapes_inferred:
+        return {}
+    named = top_level(ctx.spec.input_sets[0], ctx.spec.signature)
+    given = [shapes.get(name) for name, _ in named] if isinstance(shapes, dict) else list(shapes)
+    found = {}
+    for (name, _), dims in zip(named, given):
+        for index, dim in (dims.items() if isinstance(dims, dict) else ()):
+            if isinstance(getattr(dim, "__name__", None), str):
+                found[dim.__name__] = f"{name}.shape[{index}]"
     return found
 
 

@@ -429,19 +429,23 @@ def infer_dynamic_shapes(sets: list[InputSet], signature: inspect.Signature | No
     return dict(zip(names, [*args_spec, *kwargs_spec.values()]))
 
 
-def dynamic_dims(spec: "ModelSpec") -> list[set[int]]:
-    """The dimensions declared dynamic, per tensor (in InputSet.leaves() order)."""
-    first = spec.input_sets[0]
+def declared_per_input(spec: "ModelSpec") -> list[tuple[str, object, object]]:
+    """(name, value, its entry in the dynamic shapes) per top-level input of input set 1."""
     shapes = spec.dynamic_shapes
-    named = top_level(first, spec.signature)
-    if shapes is None:
-        return [set() for _ in first.leaves()]
+    named = top_level(spec.input_sets[0], spec.signature)
     if isinstance(shapes, dict):
         per_input = [shapes.get(name) for name, _ in named]
     else:
-        per_input = list(shapes) + [None] * (len(named) - len(shapes))
+        per_input = list(shapes or ()) + [None] * (len(named) - len(shapes or ()))
+    return [(name, value, given) for (name, value), given in zip(named, per_input)]
+
+
+def dynamic_dims(spec: "ModelSpec") -> list[set[int]]:
+    """The dimensions declared dynamic, per tensor (in InputSet.leaves() order)."""
+    if spec.dynamic_shapes is None:
+        return [set() for _ in spec.input_sets[0].leaves()]
     found = []
-    for (_, value), given in zip(named, per_input):
+    for _, value, given in declared_per_input(spec):
         tensors = [leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
         if not tensors:
             continue

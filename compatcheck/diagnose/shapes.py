@@ -150,15 +150,12 @@ def specializations(ctx, dims: dict[str, int]) -> list[Specialization]:
 def _declared_names(ctx) -> dict[str, str]:
     """{'height': 'x.shape[2]'} for each dim get_dynamic_shapes() declares with a named Dim: torch's
     "You marked height as dynamic" names the Dim, the guards name the input's dimension."""
-    from compatcheck.spec import top_level
+    from compatcheck.spec import declared_per_input
 
-    shapes = ctx.spec.dynamic_shapes
-    if shapes is None or ctx.spec.dynamic_shapes_inferred:
+    if ctx.spec.dynamic_shapes is None or ctx.spec.dynamic_shapes_inferred:
         return {}
-    named = top_level(ctx.spec.input_sets[0], ctx.spec.signature)
-    given = [shapes.get(name) for name, _ in named] if isinstance(shapes, dict) else list(shapes)
     found = {}
-    for (name, _), dims in zip(named, given):
+    for name, _, dims in declared_per_input(ctx.spec):
         for index, dim in (dims.items() if isinstance(dims, dict) else ()):
             if isinstance(getattr(dim, "__name__", None), str):
                 found[dim.__name__] = f"{name}.shape[{index}]"

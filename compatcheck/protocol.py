@@ -7,6 +7,8 @@ belongs to the model):
   usage_error   the model file, or its inputs or outputs, are unusable: the run stops with it
   loaded        the model, its input sets and the environment it runs in
   start         a stage begins
+  step          what the stage is doing now (an input set, the sweep, diagnosis), for a timeout's or
+                a crash's reason; it does not restart the stage's clock
   result        a stage's result, the artifacts so far and what the run has loaded so far
   done          every stage of the request ran
 A worker that dies mid-stage simply stops writing; the supervisor records the crash and starts
@@ -53,6 +55,13 @@ class Started(BaseModel):
     stage: str
 
 
+class Step(BaseModel):
+    type: Literal["step"] = "step"
+    stage: str
+    what: str = Field(description="what the stage is doing, as words after 'the worker was killed': "
+                                   "'on input set 2 of 2', 'while diagnosing'")
+
+
 class Finished(BaseModel):
     type: Literal["result"] = "result"
     result: StageResult
@@ -64,5 +73,5 @@ class Done(BaseModel):
     type: Literal["done"] = "done"
 
 
-Message = Annotated[Union[UsageErrorMessage, Loaded, Started, Finished, Done], Field(discriminator="type")]
+Message = Annotated[Union[UsageErrorMessage, Loaded, Started, Step, Finished, Done], Field(discriminator="type")]
 MESSAGE = TypeAdapter(Message)

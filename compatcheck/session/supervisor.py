@@ -26,7 +26,7 @@ from compatcheck import ladder, redact, untrusted
 from compatcheck.session.containment import Box, Containment
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
-from compatcheck.protocol import MESSAGE, Done, WorkerRequest
+from compatcheck.protocol import MESSAGE, Done, Step, WorkerRequest
 from compatcheck.report.model import StageResult, Status
 from compatcheck.session.outcome import Outcome
 
@@ -181,6 +181,7 @@ class Supervisor:
         process, messages, box = self._spawn(request, lane)
         log = self.workdir / f"worker-{lane}.log"
         current: str | None = None
+        doing = ""  # the current stage's last step, in words: where a timeout or crash came
         started = time.monotonic()
         deadline = started + self.options.timeout
         try:
@@ -191,7 +192,7 @@ class Supervisor:
                     if current is None:
                         raise UsageError(f"loading the model took longer than --timeout {self.options.timeout:g}s")
                     self._record(remaining, current, Status.TIMEOUT, time.monotonic() - started,
-                                 f"no result after --timeout {self.options.timeout:g}s; the worker was killed")
+                                 f"no result after --timeout {self.options.timeout:g}s; the worker was killed{doing}")
                     return
                 if message is None:
                     code = process.wait()
@@ -202,10 +203,14 @@ class Supervisor:
                         if self.outcome.model is None:
                             raise UsageError(self._load_failure(why, _log_tail(log)))
                         current = remaining[0]
-                    self._record(remaining, current, Status.CRASH, time.monotonic() - started, why, _log_tail(log))
+                    self._record(remaining, current, Status.CRASH, time.monotonic() - started, why + doing,
+                                 _log_tail(log))
                     return
                 if isinstance(message, Done):
                     return
+                if isinstance(message, Step):
+                    doing = f" {message.what}" if message.stage == current else ""
+                    continue
                 with self.lock:
                     event = self.outcome.receive(message, lane)
                 deadline = time.monotonic() + self.options.timeout  # a stage's time starts at its start
@@ -213,10 +218,10 @@ class Supervisor:
                     continue
                 kind, current, result = event
                 if kind == "start":
-                    started = time.monotonic()
+                    started, doing = time.monotonic(), ""
                 else:
                     remaining.remove(current)
-                    current = None
+                    current, doing = None, ""
                 self.on_event(kind, event[1], result)
         finally:
             messages.close()

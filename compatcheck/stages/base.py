@@ -31,6 +31,8 @@ class Stage:
     name: str = ""
     flat_outputs = False  # outputs come back as a flat list of leaves (ONNX), not eager's structure
     proven_by: str | None = None  # the stage that runs what this one makes, when its own runner is not that
+    # What the stage does for an input set whose shapes it has not run yet, where that can take long.
+    new_shapes: str | None = None
 
     def needs(self, ctx: "StageContext") -> tuple[Feature, ...]:
         """The torch features the stage uses with these options (see torch_features.py)."""
@@ -111,6 +113,8 @@ class StageContext:
         self.recipe: Recipe | None = None  # how the current build differs from the plain call
         self._sweep = None
         self.artifact_dir: Path | None = None  # where a recipe's build writes, away from the stage's own files
+        # Tells the parent what the current stage is doing (protocol.Step), for a timeout's or crash's reason.
+        self.step: Callable[[str], None] = lambda what: None
 
     @property
     def tolerances(self) -> Tolerances:
@@ -122,6 +126,7 @@ class StageContext:
             return (model or self.spec.model)(*input_set.args, **input_set.kwargs)
 
     def _compute_reference(self) -> None:
+        self.step("while running eager for the reference")
         model = self.spec.pristine.copy() if self.spec.pristine else self.spec.model  # its own copy
         runs = self.spec.input_sets
         torch.manual_seed(SEEDS[0])

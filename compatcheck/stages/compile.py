@@ -12,6 +12,9 @@ from compatcheck.torch_features import TORCH_COMPILE
 class Compile(Stage):
     name = "compile"
     fullgraph = False
+    new_shapes = ("torch.compile may compile again for them, with automatic dynamic shapes, which can take far "
+                  "longer than the first compile; raise --timeout, or mark the dimensions that vary dynamic before "
+                  "the first call with torch._dynamo.mark_dynamic")
 
     def __init__(self):
         self.failure: BaseException | None = None  # compiling happens on the first call, inside the runner

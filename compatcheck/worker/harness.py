@@ -91,6 +91,16 @@ def _problem(one: InputSetResult) -> str | None:
     return one.structure if not one.ok else None
 
 
+def _on_input_set(stage: Stage, ctx: StageContext, index: int) -> str:
+    """The step of running input set `index`, with what the stage does for shapes no earlier set had."""
+    sets = ctx.spec.input_sets
+    said = f"on input set {index + 1} of {len(sets)}"
+    shapes = [tuple(t.shape) for t in sets[index].leaves()]
+    if index and stage.new_shapes and all(shapes != [tuple(t.shape) for t in s.leaves()] for s in sets[:index]):
+        said += f", whose shapes are new: {stage.new_shapes}"
+    return said
+
+
 def _summarize(sets: list[InputSetResult]) -> str | None:
     for one in sets:
         problem = _problem(one)
@@ -116,16 +126,22 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
     # The deployer's recipe: eval mode (the spec's copies are), and no autograd while building and running.
     with isolated_globals(), recording_warnings(ctx.warnings), torch.no_grad():
         try:
+            ctx.step("while building")
             runner = stage.build(ctx)
             if runner is not None:
                 for index, input_set in enumerate(ctx.spec.input_sets):
+                    ctx.step(_on_input_set(stage, ctx, index))
                     result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage.flat_outputs, raised))
                 if not BY_NAME[stage.name].reference and all(s.ok for s in result.input_sets):
-                    result.swept = [run_swept(ctx, runner, swept, stage.flat_outputs) for swept in ctx.swept.sets]
+                    for swept in ctx.swept.sets:
+                        ctx.step(f"on {swept.label}, a size the input sets lack")
+                        result.swept.append(run_swept(ctx, runner, swept, stage.flat_outputs))
                 if all(s.ok for s in result.input_sets):
+                    ctx.step("under load")
                     result.load = stage.under_load(ctx)
                 if ctx.options.bench and all(s.ok for s in result.input_sets) and not (result.load and
                                                                                         result.load.problem):
+                    ctx.step("while timing")
                     result.timings = _time(stage, ctx, runner)
         except UsageError:
             raise  # the model file's fault, not the stage's: the run stops with it
@@ -138,6 +154,7 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             result.seconds = round(time.perf_counter() - started, 3)
             ctx.stage_seconds = result.seconds
             result.backend = stage.backend(ctx)
+            ctx.step("while diagnosing")
             try:
                 result.findings = stage.diagnose(ctx, error)
             except Exception as exc:
@@ -178,7 +195,8 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
                 result.reason = _precision_reason(result.precision)
     if result.status is Status.FAIL:
         _blame_environment(result, error or (raised[0] if raised else None))
-    if ctx.varies and result.status in (Status.PASS, Status.MISMATCH) and result.input_sets:
+    # Only a stage that ran its input sets asks: for a forward that raised, the reference would raise too.
+    if result.status in (Status.PASS, Status.MISMATCH) and result.input_sets and ctx.varies:
         if not BY_NAME[stage.name].reference:  # eager's own finding names the cause (stages/eager.py)
             result.findings.append(_variation_finding(stage.name, ctx, result))
         if result.status is Status.PASS:
@@ -229,6 +247,7 @@ def _try_recipes(stage: Stage, ctx: StageContext, result: StageResult, error: Ba
             limit = f"--timeout {ctx.options.timeout:g}" if past_timeout else f"--diagnose-budget {budget:g}"
             result.recipes.append(f"{recipe.what}: not tried, the search was cut short after {spent:.1f}s ({limit})")
             continue
+        ctx.step(f"while trying {recipe.what} (diagnosis)")
         outcomes[recipe] = _passes_with(type(stage), ctx, recipe)
         said = {True: "passes on every input set", False: "fails too", "factory": "not checked: only the factory "
                 f"can set it ({recipe.factory})" if recipe.factory else "not checked: the model has no such setting"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from compatcheck.protocol import Done, Finished, Loaded, Started, UsageErrorMessage, WorkerRequest
+from compatcheck.protocol import Done, Finished, Loaded, Started, Step, UsageErrorMessage, WorkerRequest
 
 
 def load_spec(request: WorkerRequest):
@@ -39,7 +39,7 @@ def loaded_message(spec) -> Loaded:
 
 
 def run_stages(spec, request: WorkerRequest, send, manifest=dict) -> None:
-    """Run the request's stages on the loaded model; `send(message)` gets start, result and done,
+    """Run the request's stages on the loaded model; `send(message)` gets start, step, result and done,
     each result with `manifest()`: what the run has loaded so far."""
     from compatcheck import stages
     from compatcheck.errors import UsageError
@@ -67,6 +67,7 @@ def run_stages(spec, request: WorkerRequest, send, manifest=dict) -> None:
         stage = stages.load(name)  # one stage at a time: what it holds goes when the next one starts
         reproduce.write(stage, ctx, None)  # a crash or timeout leaves it without a verdict to reach
         send(Started(stage=stage.name))
+        ctx.step = lambda what, name=stage.name: send(Step(stage=name, what=what))
         try:
             result = run_stage(stage, ctx)
         except UsageError as exc:  # the model's own inputs or outputs are unusable, whatever the stage

@@ -20,7 +20,7 @@ def test_a_stage_killed_by_a_signal_is_a_crash_and_the_run_goes_on(tmp_path, mon
         "eager": "pass", "jit_trace": "crash", "onnx_export": "pass", "onnxruntime": "pass",
     }
     trace = next(s for s in report["stages"] if s["name"] == "jit_trace")
-    assert trace["reason"] == f"the worker was killed by {signal_name}"
+    assert trace["reason"] == f"the worker was killed by {signal_name} while building"
     assert report["workers"] == 2
 
 
@@ -32,6 +32,28 @@ def test_a_hanging_stage_times_out_and_the_run_goes_on(tmp_path):
     assert verdicts(report)["onnxruntime"] == "pass"
     trace = next(s for s in report["stages"] if s["name"] == "jit_trace")
     assert 20 <= trace["seconds"] < 60
+    assert trace["reason"] == "no result after --timeout 20s; the worker was killed while building"
+
+
+def test_a_timeout_says_which_input_set_it_came_on_and_why_a_new_shape_can_take_long(tmp_path):
+    proc, report = run_json(tmp_path, "run", str(HERE / "hangs_when_compiled_again.py"), "--stages", "eager,compile",
+                            "--compile-backend", "eager", "--timeout", "15", timeout=300)
+    compile_ = next(s for s in report["stages"] if s["name"] == "compile")
+    assert compile_["status"] == "timeout"
+    assert compile_["reason"].startswith("no result after --timeout 15s; the worker was killed on input set 2 of 2, "
+                                         "whose shapes are new: torch.compile may compile again for them")
+    assert "torch._dynamo.mark_dynamic" in compile_["reason"]
+
+
+def test_a_forward_that_raises_fails_eager_with_its_own_error_and_the_others_skip(tmp_path):
+    proc, report = run_json(tmp_path, "run", str(HERE / "raises_on_input_set_2.py"), "--stages", "eager,jit_trace",
+                            timeout=300)
+    assert proc.returncode == 1
+    assert verdicts(report) == {"eager": "fail", "jit_trace": "skip"}
+    eager, trace = report["stages"]
+    assert eager["reason"] == "ValueError: batches of at most 3 are supported; got 4"
+    assert trace["reason"] == "eager did not pass (fail): nothing to compare with"
+    assert report["workers"] == 1
 
 
 def test_nothing_crashed_means_one_worker(tmp_path):

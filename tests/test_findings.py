@@ -126,3 +126,19 @@ def test_onnx_export_reason_states_the_cause_not_the_step(run):
     else:
         names = {op.split(".")[1] if "." in op else op for op in ops}  # aten.erfinv -> erfinv; MatMul
         assert any(name in stage["reason"] for name in names), stage["reason"]
+
+
+def test_the_untranslatable_ops_come_from_the_program_the_failed_export_decomposed():
+    """Listing every op without an ONNX function reads the program the plain call had decomposed, from the
+    error's traceback, instead of exporting the model a second time."""
+    import torch
+
+    from compatcheck.diagnose.onnx_export import _exporter_error, _translated, _untranslatable
+    from compatcheck.spec import load
+
+    spec = load(MODELS / "op_erfinv.py", "get_model")
+    with pytest.raises(Exception) as raised:
+        torch.onnx.export(spec.model, spec.input_sets[0].args, dynamo=True, verbose=False)
+    found = _translated(_exporter_error(raised.value))
+    assert found is not None, "the exporter's frame no longer holds its decomposed program"
+    assert [str(node.meta["original_aten"]) for node in _untranslatable(*found)] == ["aten.erfinv.default"]

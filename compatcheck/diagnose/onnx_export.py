@@ -1,8 +1,9 @@
 """Findings for torch.onnx.export: what torch.export refused, and every op with no ONNX translation.
 
-The exporter stops at the first op it cannot translate. To list them all, the model is captured
-again as the exporter captures it (torch.export, non-strict), decomposed with the exporter's
-registry, and every node is looked up in that registry; each node's stack trace gives the line.
+The exporter stops at the first op it cannot translate. To list them all, every node of the program
+it was translating is looked up in its registry; each node's stack trace gives the line. That program
+is the one the failed call decomposed, read from its frame in the error's traceback; where this torch
+keeps it elsewhere, the model is captured again as the exporter captures it (torch.export, non-strict).
 """
 
 from __future__ import annotations
@@ -68,6 +69,20 @@ def _capture(ctx):
     return _core._prepare_exported_program_for_export(result.exported_program, registry=registry), registry
 
 
+def _translated(exporter: BaseException):
+    """(decomposed program, registry) from the frame of the exporter's export() that raised `exporter`,
+    or None: a failed translation leaves what it had decomposed there, so nothing is exported twice."""
+    from torch.export import ExportedProgram
+
+    tb = exporter.__traceback__
+    while tb is not None:
+        names = tb.tb_frame.f_locals
+        if isinstance(names.get("decomposed_program"), ExportedProgram) and names.get("registry") is not None:
+            return names["decomposed_program"], names["registry"]
+        tb = tb.tb_next
+    return None
+
+
 def _untranslatable(program, registry) -> list:
     """Every op node, subgraphs included, that the registry has no ONNX function for."""
     import torch
@@ -102,7 +117,7 @@ def _node_finding(stage: str, ctx, node, problem: str | None):
 
 
 def _conversion_findings(stage: str, ctx, exporter: BaseException) -> list:
-    program, registry = _capture(ctx)
+    program, registry = _translated(exporter) or _capture(ctx)
     failing = [(node, None) for node in _untranslatable(program, registry)]
     named = _TRANSLATING.search(_exporter_error_text(exporter))
     nodes = {node.name: node for node in program.graph.nodes}

@@ -1,10 +1,13 @@
 """The floor: the same stages compatcheck runs, once each, in one process, with an allclose and nothing else.
 
-    python bench/floor.py models/convnet.py
+    python bench/floor.py models/convnet.py [--stages compile,jit_trace,...]
+
+--stages leaves the others out, as `compatcheck run --stages` does (eager, the reference, always runs;
+onnxruntime needs onnx_export).
 """
 
+import argparse
 import importlib.util
-import sys
 import tempfile
 from pathlib import Path
 
@@ -14,6 +17,8 @@ import onnxruntime
 import torch
 from torch.export import Dim
 from torch.utils import _pytree as pytree
+
+STAGES = ("compile", "compile_fullgraph", "jit_script", "jit_trace", "onnx_export", "onnxruntime")
 
 
 def load(path):
@@ -45,7 +50,7 @@ def close(expected, actual):
     return all(np.allclose(np.asarray(g), w.numpy(), atol=1e-5, rtol=1e-4) for w, g in zip(want, got))
 
 
-def main(path):
+def main(path, stages):
     model, sets = load(path)
     with torch.no_grad():
         reference = [model(*a, **k) for a, k in sets]
@@ -57,39 +62,49 @@ def main(path):
             except Exception:
                 verdicts[name] = False
 
-        compiled = torch.compile(model)
-        check("compile", lambda a, k: compiled(*a, **k))
-        torch._dynamo.reset()
-        fullgraph = torch.compile(model, fullgraph=True)
-        check("compile_fullgraph", lambda a, k: fullgraph(*a, **k))
-        try:
-            scripted = torch.jit.script(model)
-            check("jit_script", lambda a, k: scripted(*a, **k))
-        except Exception:
-            verdicts["jit_script"] = False
-        try:
-            traced = torch.jit.trace(model, sets[0][0]) if not sets[0][1] else torch.jit.trace(
-                model, example_kwarg_inputs=sets[0][1])
-            check("jit_trace", lambda a, k: traced(*a, **k))
-        except Exception:
-            verdicts["jit_trace"] = False
-    with tempfile.TemporaryDirectory() as folder:
-        onnx_path = Path(folder) / "model.onnx"
-        try:
-            program = torch.onnx.export(model, sets[0][0], kwargs=sets[0][1] or None,
-                                        dynamic_shapes=dynamic_shapes(sets), dynamo=True, verbose=False)
-            program.save(str(onnx_path))
-            onnx.checker.check_model(str(onnx_path), full_check=True)
-            verdicts["onnx_export"] = True
-            session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-            names = [i.name for i in session.get_inputs()]
-            check("onnxruntime", lambda a, k: session.run(
-                None, {n: t.numpy() for n, t in zip(names, pytree.tree_leaves((a, k)))}))
-        except Exception:
-            verdicts.setdefault("onnx_export", False)
-            verdicts["onnxruntime"] = False
+        if "compile" in stages:
+            compiled = torch.compile(model)
+            check("compile", lambda a, k: compiled(*a, **k))
+            torch._dynamo.reset()
+        if "compile_fullgraph" in stages:
+            fullgraph = torch.compile(model, fullgraph=True)
+            check("compile_fullgraph", lambda a, k: fullgraph(*a, **k))
+        if "jit_script" in stages:
+            try:
+                scripted = torch.jit.script(model)
+                check("jit_script", lambda a, k: scripted(*a, **k))
+            except Exception:
+                verdicts["jit_script"] = False
+        if "jit_trace" in stages:
+            try:
+                traced = torch.jit.trace(model, sets[0][0]) if not sets[0][1] else torch.jit.trace(
+                    model, example_kwarg_inputs=sets[0][1])
+                check("jit_trace", lambda a, k: traced(*a, **k))
+            except Exception:
+                verdicts["jit_trace"] = False
+    if "onnx_export" in stages:
+        with tempfile.TemporaryDirectory() as folder:
+            onnx_path = Path(folder) / "model.onnx"
+            try:
+                program = torch.onnx.export(model, sets[0][0], kwargs=sets[0][1] or None,
+                                            dynamic_shapes=dynamic_shapes(sets), dynamo=True, verbose=False)
+                program.save(str(onnx_path))
+                onnx.checker.check_model(str(onnx_path), full_check=True)
+                verdicts["onnx_export"] = True
+                if "onnxruntime" in stages:
+                    session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+                    names = [i.name for i in session.get_inputs()]
+                    check("onnxruntime", lambda a, k: session.run(
+                        None, {n: t.numpy() for n, t in zip(names, pytree.tree_leaves((a, k)))}))
+            except Exception:
+                verdicts.setdefault("onnx_export", False)
+                verdicts["onnxruntime"] = False
     print(verdicts)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("--stages", default=",".join(STAGES), help="comma-separated, from: " + ", ".join(STAGES))
+    options = parser.parse_args()
+    main(options.model, set(options.stages.split(",")))

@@ -1,6 +1,6 @@
 """Time compatcheck against the floor script on the example models and print the ratios.
 
-    python bench/run.py [--runs 3] [models/convnet.py ...]
+    python bench/run.py [--runs 3] [--stages eager,jit_trace,...] [models/convnet.py ...]
 
 Measures, per model, the median wall time of: the floor (bench/floor.py); a cold
 `compatcheck run` (--no-cache); the same with --jobs 2; and a warm run served from the cache.
@@ -35,7 +35,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("models", nargs="*", default=DEFAULT_MODELS)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--stages", default=STAGES, help="the stages both sides run (eager always)")
     options = parser.parse_args()
+    stages = options.stages
+    floor_stages = ",".join(name for name in stages.split(",") if name != "eager")
     python = sys.executable
     cli = [python, "-m", "compatcheck"]
     cache = tempfile.mkdtemp(prefix="compatcheck-bench-cache-")
@@ -46,12 +49,13 @@ def main() -> None:
     print(f"{'model':28} {'floor':>7} {'cold':>7} {'jobs2':>7} {'warm':>7} {'cold/floor':>11} "
           f"{'jobs2/floor':>12} {'warm/cold':>10}")
     for model in options.models:
-        timed([python, "bench/floor.py", model])  # warm the on-disk compiler caches for both sides alike
-        floor = median([python, "bench/floor.py", model], options.runs)
-        cold = median(cli + ["run", model, "--stages", STAGES, "--no-cache", "-q"], options.runs)
-        jobs2 = median(cli + ["run", model, "--stages", STAGES, "--no-cache", "-q", "--jobs", "2"], options.runs)
-        timed(cli + ["run", model, "--stages", STAGES, "-q"], env)
-        warm = median(cli + ["run", model, "--stages", STAGES, "-q"], options.runs, env)
+        floor_args = [python, "bench/floor.py", model, "--stages", floor_stages]
+        timed(floor_args)  # warm the on-disk compiler caches for both sides alike
+        floor = median(floor_args, options.runs)
+        cold = median(cli + ["run", model, "--stages", stages, "--no-cache", "-q"], options.runs)
+        jobs2 = median(cli + ["run", model, "--stages", stages, "--no-cache", "-q", "--jobs", "2"], options.runs)
+        timed(cli + ["run", model, "--stages", stages, "-q"], env)
+        warm = median(cli + ["run", model, "--stages", stages, "-q"], options.runs, env)
         print(f"{Path(model).stem:28} {floor:7.2f} {cold:7.2f} {jobs2:7.2f} {warm:7.2f} {cold / floor:11.2f} "
               f"{jobs2 / floor:12.2f} {warm / cold:10.2f}")
 

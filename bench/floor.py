@@ -7,6 +7,7 @@ onnxruntime needs onnx_export).
 """
 
 import argparse
+import copy
 import importlib.util
 import tempfile
 from pathlib import Path
@@ -52,6 +53,9 @@ def close(expected, actual):
 
 def main(path, stages):
     model, sets = load(path)
+    # Each stage gets a copy of the model as built: a failed trace can leave state behind (a module that
+    # caches what its forward computed), which a deployer's fresh export would never see.
+    copies = {name: copy.deepcopy(model) for name in stages}
     with torch.no_grad():
         reference = [model(*a, **k) for a, k in sets]
         verdicts = {}
@@ -63,42 +67,42 @@ def main(path, stages):
                 verdicts[name] = False
 
         if "compile" in stages:
-            compiled = torch.compile(model)
+            compiled = torch.compile(copies["compile"])
             check("compile", lambda a, k: compiled(*a, **k))
             torch._dynamo.reset()
         if "compile_fullgraph" in stages:
-            fullgraph = torch.compile(model, fullgraph=True)
+            fullgraph = torch.compile(copies["compile_fullgraph"], fullgraph=True)
             check("compile_fullgraph", lambda a, k: fullgraph(*a, **k))
         if "jit_script" in stages:
             try:
-                scripted = torch.jit.script(model)
+                scripted = torch.jit.script(copies["jit_script"])
                 check("jit_script", lambda a, k: scripted(*a, **k))
             except Exception:
                 verdicts["jit_script"] = False
         if "jit_trace" in stages:
             try:
-                traced = torch.jit.trace(model, sets[0][0]) if not sets[0][1] else torch.jit.trace(
-                    model, example_kwarg_inputs=sets[0][1])
+                traced = torch.jit.trace(copies["jit_trace"], sets[0][0]) if not sets[0][1] else torch.jit.trace(
+                    copies["jit_trace"], example_kwarg_inputs=sets[0][1])
                 check("jit_trace", lambda a, k: traced(*a, **k))
             except Exception:
                 verdicts["jit_trace"] = False
-    if "onnx_export" in stages:
-        with tempfile.TemporaryDirectory() as folder:
-            onnx_path = Path(folder) / "model.onnx"
-            try:
-                program = torch.onnx.export(model, sets[0][0], kwargs=sets[0][1] or None,
-                                            dynamic_shapes=dynamic_shapes(sets), dynamo=True, verbose=False)
-                program.save(str(onnx_path))
-                onnx.checker.check_model(str(onnx_path), full_check=True)
-                verdicts["onnx_export"] = True
-                if "onnxruntime" in stages:
-                    session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-                    names = [i.name for i in session.get_inputs()]
-                    check("onnxruntime", lambda a, k: session.run(
-                        None, {n: t.numpy() for n, t in zip(names, pytree.tree_leaves((a, k)))}))
-            except Exception:
-                verdicts.setdefault("onnx_export", False)
-                verdicts["onnxruntime"] = False
+        if "onnx_export" in stages:
+            with tempfile.TemporaryDirectory() as folder:
+                onnx_path = Path(folder) / "model.onnx"
+                try:
+                    program = torch.onnx.export(copies["onnx_export"], sets[0][0], kwargs=sets[0][1] or None,
+                                                dynamic_shapes=dynamic_shapes(sets), dynamo=True, verbose=False)
+                    program.save(str(onnx_path))
+                    onnx.checker.check_model(str(onnx_path), full_check=True)
+                    verdicts["onnx_export"] = True
+                    if "onnxruntime" in stages:
+                        session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+                        names = [i.name for i in session.get_inputs()]
+                        check("onnxruntime", lambda a, k: session.run(
+                            None, {n: t.numpy() for n, t in zip(names, pytree.tree_leaves((a, k)))}))
+                except Exception:
+                    verdicts.setdefault("onnx_export", False)
+                    verdicts["onnxruntime"] = False
     print(verdicts)
 
 

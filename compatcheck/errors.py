@@ -35,6 +35,15 @@ def one_line(exc: BaseException, limit: int = 240) -> str:
     return head + first
 
 
+def causes(error: BaseException | None):
+    """The error and each `__cause__` below it, each once: a chain can loop (`raise exc from exc`)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__
+
+
 def chain_text(error: BaseException | None) -> str:
     """Every message along an exception's causes and contexts: exporters restate errors and chain the real one."""
     texts, seen = [], set()

@@ -33,7 +33,10 @@ class Export(Stage):
             program = export(ctx)
         except Exception as exc:
             self.failure = exc
-            raise self._restated(ctx, exc) from exc
+            restated = self._restated(ctx, exc)
+            if restated is exc:  # nothing to add: chained to itself, its cause chain would loop
+                raise
+            raise restated from exc
         path = ctx.artifact(ARTIFACT)
         torch.export.save(program, str(path))
         ctx.artifacts[self.name] = str(path)

@@ -13,8 +13,10 @@ import re
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.errors import Diagnosed, error_finding
 from compatcheck.diagnose.export import headline, pinned_findings, torch_export_findings
+from compatcheck.errors import causes, one_line
 
 _TRANSLATING = re.compile(r"Error when translating node %(\w+)")
+_PASS = re.compile(r"running the '<[\w.]*?(\w+) object")
 _LEGACY_OP = re.compile(r"operator '(\w+)::(\w+)'")
 
 
@@ -26,18 +28,13 @@ def _exporter_error(error: BaseException):
     """The TorchExportError or ConversionError in the chain, if the dynamo exporter raised."""
     from torch.onnx._internal.exporter import _errors
 
-    while error is not None:
-        if isinstance(error, (_errors.TorchExportError, _errors.ConversionError)):
-            return error
-        error = error.__cause__
-    return None
+    return next((one for one in causes(error) if isinstance(one, (_errors.TorchExportError, _errors.ConversionError))),
+                None)
 
 
 def _root_cause(error: BaseException) -> BaseException:
     """The innermost exception that caused it: the one saying what is wrong."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return error
+    return list(causes(error))[-1]
 
 
 def _op_name(target) -> str:
@@ -48,11 +45,7 @@ def _op_name(target) -> str:
 
 def _exporter_error_text(error: BaseException) -> str:
     """The messages of the whole cause chain: the node being translated is named in the middle of it."""
-    texts = []
-    while error is not None:
-        texts.append(str(error))
-        error = error.__cause__
-    return "\n".join(texts)
+    return "\n".join(str(one) for one in causes(error))
 
 
 def _capture(ctx):
@@ -150,7 +143,7 @@ def restate(stage: str, ctx, error: BaseException) -> OnnxExportFailed | None:
     except ImportError:  # the exporter's internals moved in this torch: its own error stands
         return None
     if exporter is None:
-        return None
+        return _optimizer_failure(stage, ctx, error)
     try:
         findings = _exporter_findings(stage, ctx, exporter)
     except Exception:  # a diagnosis that fails must not hide the exporter's own error
@@ -159,6 +152,20 @@ def restate(stage: str, ctx, error: BaseException) -> OnnxExportFailed | None:
     others = list(dict.fromkeys(f.op for f in findings[1:] if f.op and f.op != findings[0].op))
     more = f"; also {', '.join(others)}" if others else ""
     return OnnxExportFailed(headline(step, findings, more), findings)
+
+
+def _optimizer_failure(stage: str, ctx, error: BaseException) -> OnnxExportFailed | None:
+    """The exporter's graph optimizer (onnx_ir passes) raised: said so, with the pass and the errors beneath
+    it, where the outer errors name only a pass manager object; None for other errors."""
+    chain = list(causes(error))
+    passes = [found.group(1) for one in chain if type(one).__name__ == "PassError"
+              for found in [_PASS.search(str(one))] if found and found.group(1) != "PassManager"]
+    if not passes:
+        return None
+    beneath = [one_line(one, 200) for one in chain if type(one).__name__ != "PassError"]
+    message = f"{passes[-1]} raised {'; beneath it '.join(beneath) or one_line(chain[-1])}"
+    findings = [ctx.spec.user.finding(stage, "export-error", message)]
+    return OnnxExportFailed(headline("the exporter's graph optimizer", findings), findings)
 
 
 _INCONSISTENT = re.compile(r"(\w+) has inconsistent type tensor\((\w+)\)")

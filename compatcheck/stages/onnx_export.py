@@ -64,7 +64,10 @@ class OnnxExport(Stage):
                     opset_version=ctx.options.onnx_opset, verbose=False, **keywords)
             except Exception as exc:
                 self.failure = exc
-                raise self._restated(ctx, exc) from exc
+                restated = self._restated(ctx, exc)
+                if restated is exc:  # nothing to add: chained to itself, its cause chain would loop
+                    raise
+                raise restated from exc
             self.program.save(str(path))
         else:
             names, axes = _legacy_axes(ctx)
@@ -109,10 +112,11 @@ class OnnxExport(Stage):
         if not self._dynamo(ctx) or self.failure is None:
             return [recipe for recipe in (sample_recipe(ctx, error),) if recipe is not None]
         found = [sample_recipe(ctx, self.failure)]
-        if ctx.spec.dynamic_shapes_inferred and not is_specialization(self.failure):
-            found.append(AUTO)
+        # The optimizer runs after capture and translation succeeded: leaving it out is the first thing to try.
         if "optimiz" in chain_text(self.failure).lower() or _raised_in(self.failure, "optimizer"):
             found.append(NOT_OPTIMIZED)
+        if ctx.spec.dynamic_shapes_inferred and not is_specialization(self.failure):
+            found.append(AUTO)
         if ctx.previous.get("export") != "fail":  # that capture failed already in this run
             found.append(PROGRAM)
         if missing(LEGACY_EXPORTER) is None:

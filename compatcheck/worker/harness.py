@@ -91,13 +91,14 @@ def _problem(one: InputSetResult) -> str | None:
     return one.structure if not one.ok else None
 
 
-def _on_input_set(stage: Stage, ctx: StageContext, index: int) -> str:
-    """The step of running input set `index`, with what the stage does for shapes no earlier set had."""
-    sets = ctx.spec.input_sets
-    said = f"on input set {index + 1} of {len(sets)}"
-    shapes = [tuple(t.shape) for t in sets[index].leaves()]
-    if index and stage.new_shapes and all(shapes != [tuple(t.shape) for t in s.leaves()] for s in sets[:index]):
+def _on_input_set(stage: Stage, input_set, index: int, count: int, seen: set) -> str:
+    """The step of running input set `index`, with what the stage does for shapes no earlier set had
+    (`seen`: the shapes of the sets before it, which this adds to)."""
+    said = f"on input set {index + 1} of {count}"
+    shapes = tuple(tuple(t.shape) for t in input_set.leaves())
+    if seen and stage.new_shapes and shapes not in seen:
         said += f", whose shapes are new: {stage.new_shapes}"
+    seen.add(shapes)
     return said
 
 
@@ -129,8 +130,9 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
             ctx.step("while building")
             runner = stage.build(ctx)
             if runner is not None:
-                for index, input_set in enumerate(ctx.spec.input_sets):
-                    ctx.step(_on_input_set(stage, ctx, index))
+                input_sets, seen = ctx.spec.input_sets, set()  # each read of input_sets copies them
+                for index, input_set in enumerate(input_sets):
+                    ctx.step(_on_input_set(stage, input_set, index, len(input_sets), seen))
                     result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage.flat_outputs, raised))
                 if not BY_NAME[stage.name].reference and all(s.ok for s in result.input_sets):
                     for swept in ctx.swept.sets:

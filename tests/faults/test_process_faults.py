@@ -33,7 +33,7 @@ def processes_mentioning(text: str) -> list[int]:
 def test_os_exit_inside_a_stage_is_a_crash(tmp_path):
     proc, report = run_json(tmp_path, "run", str(HERE / "exits_when_traced.py"), "--stages", TRACE_AND_AFTER)
     assert verdicts(report)["jit_trace"] == "crash"
-    assert report["stages"][1]["reason"] == "the worker exited with status 3"
+    assert report["stages"][1]["reason"] == "the worker exited with status 3 while building"
     assert verdicts(report)["onnxruntime"] == "pass"
 
 

@@ -62,13 +62,20 @@ def _identical(answers: dict[str, list[np.ndarray]], names: list[str]) -> None:
             )
 
 
-def _alive(launcher) -> None:
+def _alive(launcher, grace: float = 0.5) -> None:
+    """Raise 'the server died' when it did. A dying process closes its sockets a moment before its exit
+    can be seen, so a request that just failed looks again for `grace` seconds before calling it alive."""
     from compatcheck.triton.errors import TritonError
 
-    try:
-        launcher.check()
-    except TritonError as exc:
-        raise TritonError(f"the server died: {exc}") from None
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            launcher.check()
+        except TritonError as exc:
+            raise TritonError(f"the server died: {exc}") from None
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
 
 
 def _rows(rows: list[int]) -> str:

@@ -44,6 +44,14 @@ def causes(error: BaseException | None):
         error = error.__cause__
 
 
+def restated(restatement: BaseException, error: BaseException) -> BaseException:
+    """What to raise for `error`: its restatement caused by it, or `error` itself as it was. Never chained
+    to itself, which would lose the cause it had and make its cause chain loop."""
+    if restatement is not error:
+        restatement.__cause__ = error
+    return restatement
+
+
 def chain_text(error: BaseException | None) -> str:
     """Every message along an exception's causes and contexts: exporters restate errors and chain the real one."""
     texts, seen = [], set()

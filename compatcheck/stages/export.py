@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from compatcheck.errors import restated
 from compatcheck.report.model import Finding
 from compatcheck.recipes import Recipe
 from compatcheck.stages.base import Stage, StageContext
@@ -33,10 +34,7 @@ class Export(Stage):
             program = export(ctx)
         except Exception as exc:
             self.failure = exc
-            restated = self._restated(ctx, exc)
-            if restated is exc:  # nothing to add: chained to itself, its cause chain would loop
-                raise
-            raise restated from exc
+            raise restated(self._restated(ctx, exc), exc)
         path = ctx.artifact(ARTIFACT)
         torch.export.save(program, str(path))
         ctx.artifacts[self.name] = str(path)

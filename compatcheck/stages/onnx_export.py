@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from compatcheck.errors import chain_text
+from compatcheck.errors import chain_text, restated
 from compatcheck.report.model import Finding
 from compatcheck.spec import dynamic_dims
 from compatcheck.recipes import Recipe
@@ -64,10 +64,7 @@ class OnnxExport(Stage):
                     opset_version=ctx.options.onnx_opset, verbose=False, **keywords)
             except Exception as exc:
                 self.failure = exc
-                restated = self._restated(ctx, exc)
-                if restated is exc:  # nothing to add: chained to itself, its cause chain would loop
-                    raise
-                raise restated from exc
+                raise restated(self._restated(ctx, exc), exc)
             self.program.save(str(path))
         else:
             names, axes = _legacy_axes(ctx)

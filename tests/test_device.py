@@ -77,6 +77,46 @@ def test_where_the_meta_run_stops_short_the_rest_is_a_note_not_a_finding(shared_
                                "cannot be called on meta tensors)")
 
 
+# The meta run in a fresh interpreter: batch norm's meta kernel calls refs that torch marks, on first call, as
+# never to be traced by dynamo, which imports torch._dynamo (1-2 s). The run defers that: torch._dynamo is
+# still not imported after it, and the refs are marked for real on their next call, which imports it.
+REF_IMPORTS_DYNAMO = """
+import sys, torch
+torch.nn.BatchNorm1d(4).eval().to("meta")(torch.randn(2, 4, device="meta"))
+print("torch._dynamo" in sys.modules)
+"""
+DEFERRED = """
+import json, sys, torch, compatcheck
+sys.path.insert(0, sys.argv[1])
+import device_traps
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)).eval() if sys.argv[2] == "plain" \\
+    else getattr(device_traps, sys.argv[2])()
+report = compatcheck.check(model, [torch.randn(2, 4)], stages=["eager"], isolate=False)
+imported = "torch._dynamo" in sys.modules
+torch.nn.BatchNorm1d(4).eval().to("meta")(torch.randn(2, 4, device="meta"))
+print(json.dumps({"devices": [[f.line, f.op] for f in report.findings if f.kind == "device"],
+                  "reason": report.stages[0].reason, "dynamo after the check": imported,
+                  "dynamo after a ref's next call": "torch._dynamo" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("factory, devices, imported", [
+    ("plain", [], False),
+    # a question to torch._dynamo in forward imports it there, and the run goes on to the trap after it
+    ("asks_dynamo", [[line_of("h = h + torch.ones(x.shape[1])"), "torch.ones"]], True),
+])
+def test_the_meta_run_leaves_torch_dynamo_unimported_unless_forward_asks_for_it(factory, devices, imported):
+    probe = subprocess.run([sys.executable, "-c", REF_IMPORTS_DYNAMO], capture_output=True, text=True, timeout=300)
+    if probe.stdout.strip() != "True":
+        pytest.skip(f"torch {torch.__version__} calls its refs without importing torch._dynamo: nothing to defer")
+    proc = subprocess.run([sys.executable, "-c", DEFERRED, str(DEVICE_MODELS), factory], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.splitlines()[-1]) == {
+        "devices": devices, "reason": None, "dynamo after the check": imported,
+        "dynamo after a ref's next call": True}
+
+
 @pytest.mark.skipif(GPU, reason="this machine has a GPU: --device cuda runs")
 def test_device_cuda_without_a_gpu_is_one_line_and_exit_2():
     proc = run_cli("run", str(MODELS / "convnet.py"), "--device", "cuda", timeout=300)

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import ast
 import copy
+import importlib
 import inspect
 import linecache
 import re
 import sys
 import textwrap
 import traceback
+import types
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -321,7 +324,7 @@ def device_traps(ctx) -> DeviceCheck:
     note = None
     torch.cuda.is_available = recording
     try:
-        with warnings.catch_warnings(), watch:
+        with warnings.catch_warnings(), _dynamo_deferred(), watch:
             warnings.simplefilter("ignore")
             output = model(*input_set.args, **input_set.kwargs)
         for tensor in pytree.tree_leaves(output):
@@ -340,6 +343,46 @@ def device_traps(ctx) -> DeviceCheck:
     for where in {w.pair: w for w in branches}.values():
         findings.append(_branch_finding(user, where))
     return DeviceCheck(findings, note)
+
+
+@contextmanager
+def _dynamo_deferred():
+    """torch's Python meta kernels (batch norm's, addmm's...) call refs wrapped in torch._disable_dynamo, whose
+    first call imports torch._dynamo (1-2 s) only to mark the ref as one dynamo must not trace (newer torch
+    has a fast path that imports nothing). Nothing is traced during the meta run, so until it ends a stand-in module marks nothing, and the marks it made are
+    removed after: each ref is marked for real on its next call. Anything else asked of torch._dynamo
+    meanwhile imports the real one, and ends the stand-in there."""
+    if "torch._dynamo" in sys.modules or "_dynamo" in vars(torch):
+        yield
+        return
+    unmarked = []
+
+    def restore() -> None:
+        if sys.modules.get("torch._dynamo") is stand_in:
+            del sys.modules["torch._dynamo"]
+        if vars(torch).get("_dynamo") is stand_in:
+            del torch._dynamo
+        for fn in unmarked:  # torch caches what disable returned on the function itself: here, the function
+            for key in [key for key, value in vars(fn).items() if value is fn]:
+                delattr(fn, key)
+        unmarked.clear()
+
+    class StandIn(types.ModuleType):
+        def __getattr__(self, name):  # every name but `disable`
+            restore()
+            return getattr(importlib.import_module("torch._dynamo"), name)
+
+    def disable(fn, *args, **kwargs):
+        unmarked.append(fn)
+        return fn
+
+    stand_in = StandIn("torch._dynamo")
+    stand_in.disable = disable
+    sys.modules["torch._dynamo"] = torch._dynamo = stand_in
+    try:
+        yield
+    finally:
+        restore()
 
 
 def _branch_finding(user, where: Where) -> Finding:

@@ -44,12 +44,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("models", nargs="*")
     args = parser.parse_args()
-    models = [Path(m) for m in args.models] or sorted(p for p in (ROOT / "models").glob("*.py"))
+    models = [Path(m).resolve() for m in args.models] or sorted(p for p in (ROOT / "models").glob("*.py"))
     print(f"{'model':28} {'first':>7} {'again':>7}  dynamo  findings  note")
     firsts = []
     for model in models:
         proc = subprocess.run([sys.executable, "-c", ONE_MODEL, str(model)], capture_output=True, text=True,
-                              cwd=tempfile.gettempdir(), env=None, timeout=600)
+                              cwd=tempfile.gettempdir(), timeout=600)
         if proc.returncode != 0:
             print(f"{model.stem:28} failed: {proc.stderr.strip().splitlines()[-1][:100]}")
             continue

@@ -349,9 +349,9 @@ def device_traps(ctx) -> DeviceCheck:
 def _dynamo_deferred():
     """torch's Python meta kernels (batch norm's, addmm's...) call refs wrapped in torch._disable_dynamo, whose
     first call imports torch._dynamo (1-2 s) only to mark the ref as one dynamo must not trace (newer torch
-    has a fast path that imports nothing). Nothing is traced during the meta run, so until it ends a stand-in module marks nothing, and the marks it made are
-    removed after: each ref is marked for real on its next call. Anything else asked of torch._dynamo
-    meanwhile imports the real one, and ends the stand-in there."""
+    has a fast path that imports nothing). Nothing is traced during the meta run, so until it ends a stand-in
+    module marks nothing, and the marks it made are removed after: each ref is marked for real on its next
+    call. Anything else asked of torch._dynamo meanwhile imports the real one, and ends the stand-in there."""
     if "torch._dynamo" in sys.modules or "_dynamo" in vars(torch):
         yield
         return

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import torch
@@ -75,6 +76,55 @@ def test_where_the_meta_run_stops_short_the_rest_is_a_note_not_a_finding(shared_
     assert eager["status"] == "pass" and device_findings(report) == {}
     assert eager["reason"] == ("device traps not checked on meta past data_dependent_if.py:30 (Tensor.item() "
                                "cannot be called on meta tensors)")
+
+
+# A library's forward that asks a question of the data, as transformers' causal mask asks padding_mask.all():
+# the meta run cannot answer it and stops there.
+MASKING = textwrap.dedent("""
+    import torch
+
+
+    def causal_mask(padding):
+        if padding.all():
+            return None
+        return padding[:, None, :] & padding[:, :, None]
+""")
+ASKS_THE_DATA = textwrap.dedent("""
+    import torch
+    from transformers.masking import causal_mask
+
+
+    class Model(torch.nn.Module):
+        def forward(self, x, padding):
+            mask = causal_mask(padding)
+            return x if mask is None else x.masked_fill(~mask, 0.0)
+
+
+    def get_model():
+        return Model().eval()
+
+
+    def get_inputs():
+        return [(torch.randn(2, 3, 3), torch.ones(2, 3, dtype=torch.bool)),
+                (torch.randn(3, 4, 4), torch.ones(3, 4, dtype=torch.bool))]
+""")
+
+
+def test_where_a_library_stops_the_meta_run_the_reason_names_its_line_after_the_users(tmp_path):
+    site = tmp_path / "site-packages"
+    (site / "transformers").mkdir(parents=True)
+    (site / "transformers" / "__init__.py").write_text("")
+    (site / "transformers" / "masking.py").write_text(MASKING)
+    model = tmp_path / "model.py"
+    model.write_text(ASKS_THE_DATA)
+    out = tmp_path / "report.json"
+    proc = run_cli("run", str(model), "--stages", "eager", "--json", str(out), "-q", "--no-cache",
+                   env={"PYTHONPATH": str(site)})
+    report = json.loads(out.read_text())
+    assert report["stages"][0]["status"] == "pass", proc.stdout
+    assert report["stages"][0]["reason"] == (
+        "device traps not checked on meta past model.py:8 (transformers/masking.py:6: Tensor.item() cannot be called "
+        "on meta tensors)")
 
 
 # The meta run in a fresh interpreter: batch norm's meta kernel calls refs that torch marks, on first call, as

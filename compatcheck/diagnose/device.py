@@ -34,7 +34,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
 from compatcheck.errors import one_line
-from compatcheck.frames import machinery
+from compatcheck.frames import library_path, machinery
 from compatcheck.report.model import Finding
 
 FACTORIES = {
@@ -335,8 +335,10 @@ def device_traps(ctx) -> DeviceCheck:
     except Exception as exc:
         frame = user.from_exception(exc)
         past = f" past {user.display(frame.filename)}:{frame.lineno}" if frame else ""
+        library = user.library_frame(user.exception_stack(exc))  # where a library's code stopped it
+        within = f"{library_path(library[0], user.packages)}:{library[1]}: " if library else ""
         said = str(exc).strip().splitlines()
-        note = f"device traps not checked on meta{past} ({said[0][:120] if said else type(exc).__name__})"
+        note = f"device traps not checked on meta{past} ({within}{said[0][:120] if said else type(exc).__name__})"
     finally:
         torch.cuda.is_available = is_available
     findings = list(watch.traps.values())

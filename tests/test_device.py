@@ -110,39 +110,32 @@ ASKS_THE_DATA = textwrap.dedent("""
 """)
 
 
-def test_where_a_library_stops_the_meta_run_the_reason_names_its_line_after_the_users(tmp_path):
-    site = tmp_path / "site-packages"
-    (site / "transformers").mkdir(parents=True)
-    (site / "transformers" / "__init__.py").write_text("")
-    (site / "transformers" / "masking.py").write_text(MASKING)
-    model = tmp_path / "model.py"
-    model.write_text(ASKS_THE_DATA)
-    out = tmp_path / "report.json"
-    proc = run_cli("run", str(model), "--stages", "eager", "--json", str(out), "-q", "--no-cache",
-                   env={"PYTHONPATH": str(site)})
-    report = json.loads(out.read_text())
-    assert report["stages"][0]["status"] == "pass", proc.stdout
-    assert report["stages"][0]["reason"] == (
-        "device traps not checked on meta past model.py:8 (transformers/masking.py:6: Tensor.item() cannot be called "
-        "on meta tensors)")
-
-
-# The meta run in a fresh interpreter: batch norm's meta kernel calls refs that torch marks, on first call, as
-# never to be traced by dynamo, which imports torch._dynamo (1-2 s). The run defers that: torch._dynamo is
-# still not imported after it, and the refs are marked for real on their next call, which imports it.
-DEFERRED = """
-import json, sys, torch, compatcheck
-sys.path.insert(0, sys.argv[1])
+# The meta run in fresh interpreters, side by side. Batch norm's meta kernel calls refs that torch marks, on
+# first call, as never to be traced by dynamo, which imports torch._dynamo (1-2 s). The run defers that:
+# torch._dynamo is still not imported after it, and the refs are marked for real on their next call, which
+# imports it. The other interpreter then checks a model whose library asks the data a question.
+META_RUNS = """
+import importlib.util, json, sys, torch, compatcheck
+models, case, folder = sys.argv[1:]
+sys.path.insert(0, models)
 import device_traps
-plain = sys.argv[2] == "plain"
+plain = case == "plain"
 model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)).eval() if plain \\
     else device_traps.asks_dynamo()
-report = compatcheck.check(model, [torch.randn(2, 4)], stages=["eager"], isolate=False)
+report = compatcheck.check(model, [torch.randn(2, 4)], stages=["eager"], isolate=False, cache=False)
 seen = {"devices": [[f.line, f.op] for f in report.findings if f.kind == "device"],
         "reason": report.stages[0].reason, "dynamo after the check": "torch._dynamo" in sys.modules}
 if plain:
     torch.nn.BatchNorm1d(4).eval().to("meta")(torch.randn(2, 4, device="meta"))
     seen["dynamo after a ref's next call"] = "torch._dynamo" in sys.modules
+else:
+    sys.path.insert(0, folder + "/site-packages")
+    spec = importlib.util.spec_from_file_location("asks_the_data", folder + "/model.py")
+    module = sys.modules["asks_the_data"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    report = compatcheck.check(module.get_model(), module.get_inputs(), stages=["eager"], isolate=False,
+                               cache=False)
+    seen["a library's question"] = report.stages[0].reason
 print(json.dumps(seen))
 """
 # Whether this torch's refs import torch._dynamo at all: newer ones have a fast path that does not.
@@ -153,23 +146,41 @@ print("torch._dynamo" in sys.modules)
 """
 
 
-def test_the_meta_run_leaves_torch_dynamo_unimported_unless_forward_asks_for_it():
-    runs = {case: subprocess.Popen([sys.executable, "-c", DEFERRED, str(DEVICE_MODELS), case], cwd=ROOT, text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE) for case in ("plain", "asks")}
+@pytest.fixture(scope="module")
+def meta_runs(tmp_path_factory) -> dict[str, dict]:
+    folder = tmp_path_factory.mktemp("meta_runs")
+    (folder / "site-packages" / "transformers").mkdir(parents=True)
+    (folder / "site-packages" / "transformers" / "__init__.py").write_text("")
+    (folder / "site-packages" / "transformers" / "masking.py").write_text(MASKING)
+    (folder / "model.py").write_text(ASKS_THE_DATA)
+    runs = {case: subprocess.Popen([sys.executable, "-c", META_RUNS, str(DEVICE_MODELS), case, str(folder)],
+                                   cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for case in ("plain", "asks")}
     seen = {}
     for case, proc in runs.items():
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-3000:]
         seen[case] = json.loads(out.splitlines()[-1])
-    if not seen["plain"]["dynamo after a ref's next call"]:
+    return seen
+
+
+def test_where_a_library_stops_the_meta_run_the_reason_names_its_line_after_the_users(meta_runs):
+    assert meta_runs["asks"]["a library's question"] == (
+        "device traps not checked on meta past model.py:8 (transformers/masking.py:6: Tensor.item() cannot be called "
+        "on meta tensors)")
+
+
+def test_the_meta_run_leaves_torch_dynamo_unimported_unless_forward_asks_for_it(meta_runs):
+    if not meta_runs["plain"]["dynamo after a ref's next call"]:
         probe = subprocess.run([sys.executable, "-c", REF_IMPORTS_DYNAMO], capture_output=True, text=True, timeout=300)
         if probe.stdout.strip() != "True":
             pytest.skip(f"torch {torch.__version__} calls its refs without importing torch._dynamo: nothing to defer")
-    assert seen["plain"] == {"devices": [], "reason": None, "dynamo after the check": False,
-                             "dynamo after a ref's next call": True}
+    assert meta_runs["plain"] == {"devices": [], "reason": None, "dynamo after the check": False,
+                                  "dynamo after a ref's next call": True}
     # a question to torch._dynamo in forward imports it there, and the run goes on to the trap after it
-    assert seen["asks"] == {"devices": [[line_of("h = h + torch.ones(x.shape[1])"), "torch.ones"]], "reason": None,
-                            "dynamo after the check": True}
+    asks = {key: value for key, value in meta_runs["asks"].items() if key != "a library's question"}
+    assert asks == {"devices": [[line_of("h = h + torch.ones(x.shape[1])"), "torch.ones"]], "reason": None,
+                    "dynamo after the check": True}
 
 
 @pytest.mark.skipif(GPU, reason="this machine has a GPU: --device cuda runs")

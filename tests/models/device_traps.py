@@ -43,20 +43,3 @@ def correct():
 def get_inputs():
     return [torch.randn(2, 4), torch.randn(3, 4)]
 
-
-class AsksDynamo(nn.Module):
-    """Asks torch._dynamo a question halfway through forward, as libraries do: the meta run goes on past it."""
-
-    def __init__(self):
-        super().__init__()
-        self.norm = nn.BatchNorm1d(4)
-
-    def forward(self, x):
-        h = self.norm(x)
-        if not torch._dynamo.is_compiling():
-            h = h + torch.ones(x.shape[1])
-        return h
-
-
-def asks_dynamo():
-    return AsksDynamo().eval()

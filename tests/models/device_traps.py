@@ -42,4 +42,3 @@ def correct():
 
 def get_inputs():
     return [torch.randn(2, 4), torch.randn(3, 4)]
-

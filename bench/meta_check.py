@@ -11,6 +11,7 @@ left torch._dynamo imported, which it defers where nothing in forward asks for i
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,7 +60,7 @@ def main() -> None:
         note = (result["note"] or "")[:60]
         print(f"{model.stem:28} {first:7.2f} {again:7.2f}  {str(result['dynamo']):6}  {result['findings']:8}  {note}")
     if firsts:
-        print(f"{'all':28} {sum(firsts):7.2f} s first calls, median {sorted(firsts)[len(firsts) // 2]:.2f} s")
+        print(f"{'all':28} {sum(firsts):7.2f} s first calls, median {statistics.median(firsts):.2f} s")
 
 
 if __name__ == "__main__":

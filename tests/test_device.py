@@ -18,8 +18,9 @@ TRAPS = DEVICE_MODELS / "device_traps.py"
 GPU = torch.cuda.is_available()
 
 
-def line_of(text: str) -> int:
-    lines = [n for n, line in enumerate(TRAPS.read_text().splitlines(), 1) if line.strip() == text]
+def line_of(text: str, source: str | None = None) -> int:
+    """The one line of `source` (default the traps model's) that is `text`, stripped."""
+    lines = [n for n, line in enumerate((source or TRAPS.read_text()).splitlines(), 1) if line.strip() == text]
     assert len(lines) == 1, f"{text!r} is on lines {lines}"
     return lines[0]
 
@@ -108,11 +109,6 @@ ASKS = textwrap.dedent("""
 """)
 
 
-def line_in(source: str, text: str) -> int:
-    [line] = [n for n, code in enumerate(source.splitlines(), 1) if code.strip() == text]
-    return line
-
-
 # The meta run in fresh interpreters, side by side. Batch norm's meta kernel calls refs that torch marks, on
 # first call, as never to be traced by dynamo, which imports torch._dynamo (1-2 s). The run defers that:
 # torch._dynamo is still not imported after it, and the refs are marked for real on their next call, which
@@ -164,8 +160,8 @@ def meta_runs(tmp_path_factory) -> dict[str, dict]:
 
 def test_where_a_library_stops_the_meta_run_the_reason_names_its_line_after_the_users(meta_runs):
     assert meta_runs["asks"]["reason"] == (
-        f"device traps not checked on meta past model.py:{line_in(ASKS, 'mask = causal_mask(padding)')} "
-        f"(transformers/masking.py:{line_in(MASKING, 'if padding.all():')}: Tensor.item() cannot be called on meta "
+        f"device traps not checked on meta past model.py:{line_of('mask = causal_mask(padding)', ASKS)} "
+        f"(transformers/masking.py:{line_of('if padding.all():', MASKING)}: Tensor.item() cannot be called on meta "
         "tensors)")
 
 
@@ -177,7 +173,7 @@ def test_the_meta_run_leaves_torch_dynamo_unimported_unless_forward_asks_for_it(
     assert meta_runs["plain"] == {"devices": [], "reason": None, "dynamo after the check": False,
                                   "dynamo after a ref's next call": True}
     # a question to torch._dynamo in forward imports it there, and the run goes on to the trap after it
-    assert meta_runs["asks"]["devices"] == [[line_in(ASKS, "h = h + torch.ones(x.shape[1])"), "torch.ones"]]
+    assert meta_runs["asks"]["devices"] == [[line_of("h = h + torch.ones(x.shape[1])", ASKS), "torch.ones"]]
     assert meta_runs["asks"]["dynamo after the check"]
 
 

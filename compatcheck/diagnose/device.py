@@ -333,9 +333,10 @@ def device_traps(ctx) -> DeviceCheck:
                 if made is not None and made.factory is not None:
                     watch.add_made(made, "forward returns it on the CPU while the input is on the GPU")
     except Exception as exc:
-        frame = user.from_exception(exc)
+        stack = user.exception_stack(exc)
+        frame = user.innermost(stack)
         past = f" past {user.display(frame.filename)}:{frame.lineno}" if frame else ""
-        library = user.library_frame(user.exception_stack(exc))  # where a library's code stopped it
+        library = user.library_frame(stack)  # where a library's code stopped it
         within = f"{library_path(library[0], user.packages)}:{library[1]}: " if library else ""
         said = str(exc).strip().splitlines()
         note = f"device traps not checked on meta{past} ({within}{said[0][:120] if said else type(exc).__name__})"

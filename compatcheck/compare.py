@@ -10,13 +10,16 @@ Knows nothing about stages. The rules, in order:
    is compared by value with a 0-d tensor.
 3. Float leaves must be close: |actual - expected| <= atol + rtol * |expected|, NaN where eager
    has NaN and infinities equal. Tolerances: per-output TOLERANCE > --atol/--rtol > TOLERANCE >
-   the dtype's default.
-4. A float leaf that is not close is adjudicated against an fp64 eager run (as PyTorch's own
-   accuracy checks do): if its RMS error to fp64 is at most twice eager's own, it is noise. Where the
-   model refuses float64 (an op with no float64 kernel), a difference counts as noise only when it is
-   float noise by size: RMS within 1e-5 of the output's RMS and no value off by more than 1e-4 of its
-   largest magnitude; the verdict says there was no float64 run, and why.
-5. If eager disagrees with itself, differences up to that disagreement are noise too.
+   the dtype's default. A tolerance the user set is a bound: rules 4 and 5 never cross it.
+4. Element by element against an fp64 eager run (asked only where the artifact and eager disagree by
+   more than rtol and a few rounding steps): the artifact is as right as eager at an element when its
+   distance to float64 is within rtol of the value plus twice eager's own largest distance at values
+   no larger than it (atol joins that floor only where eager is that far off). An element off the
+   tolerance passes only so, and only where eager itself is within 10x the tolerance of float64 (else
+   the model is unstable there, or float64 took another path); an element within the tolerance fails
+   where the artifact has lost digits eager keeps. Without a float64 run the tolerance is final.
+5. If eager disagrees with itself (two identical calls on pristine copies), differences up to that
+   disagreement are noise too; state a call leaves behind is not.
 6. With --dtype float16 or bfloat16, every float leaf, eager's own included, is judged against the float64
    run instead (the model as cast, in float64): faithful when its RMS error to it is at most twice that of
    eager in the same dtype plus atol/10, and NaN/Inf only where the float64 run has them. How far it
@@ -46,8 +49,6 @@ DEFAULT_TOLERANCES = {
     torch.complex128: (1e-7, 1e-7),
 }
 FP64_MULTIPLIER = 2.0
-# Without a float64 run: how small a difference must be, relative to the output, to be float noise.
-NO_FP64_RMS, NO_FP64_MAX = 1e-5, 1e-4
 
 
 @dataclass
@@ -69,6 +70,12 @@ class Tolerances:
             atol = per_output.get("atol", atol)
             rtol = per_output.get("rtol", rtol)
         return float(atol), float(rtol)
+
+    def binding(self, name: str) -> bool:
+        """Whether the user set this output's tolerance (--atol/--rtol or TOLERANCE): then it is a bound that
+        no float64 run widens or narrows."""
+        return (self.cli_atol is not None or self.cli_rtol is not None or "atol" in self.model
+                or "rtol" in self.model or isinstance(self.model.get(name), dict))
 
 
 def _plain(obj):
@@ -168,10 +175,12 @@ def compare_leaf(
     fp64=None,
     values: bool = True,
     float32=None,
+    binding: bool = False,
 ) -> LeafComparison:
     """`fp64`: a callable giving this leaf's fp64 eager value (or the exception that kept the model from
     running in float64), asked only when the values are off;
-    `values=False` checks the type, shape and dtype only;
+    `values=False` checks the type, shape and dtype only; `binding`: the tolerance is the user's own, a bound
+    no float64 run widens;
     `float32`: with --dtype, a callable giving this leaf's float32 answer: the leaf is then judged by the
     reduced-precision rule, which asks `fp64` always."""
     result = LeafComparison(
@@ -203,7 +212,8 @@ def compare_leaf(
         result.ok = not off.any()
         if off.any():
             result.worst_index = [int(i) for i in np.unravel_index(int(np.argmax(off)), off.shape)]
-            result.problem = f"{int(off.sum())} of {off.size} values differ (exact match required)"
+            result.problem = (f"{int(off.sum())} of {off.size} values differ, first at {tuple(result.worst_index)} "
+                              "(exact match required)")
         return result
 
     e, a = _numpy64(expected), _numpy64(actual_t)
@@ -217,54 +227,147 @@ def compare_leaf(
         allowed = np.maximum(allowed, np.abs(_numpy64(noise) - e) * 2)
     # Special values must agree exactly: NaN with NaN, inf with the same inf.
     special_off = (e_nan != a_nan) | (~both_finite & ~(e_nan & a_nan) & (e != a))
-    off = special_off | (diff > allowed)
+    close = ~special_off & (~both_finite | (diff <= allowed))
 
     result.max_abs_error = float(diff.max())
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(both_finite & (magnitude > 0), diff / magnitude, 0.0)
     result.max_rel_error = float(rel.max())
-    result.mismatched_fraction = float(off.mean())
     if not special_off.any():
         result.required_atol = float(np.max(np.maximum(diff - rtol * magnitude, 0.0)))
         with np.errstate(divide="ignore", invalid="ignore"):
             need = np.where(magnitude > 0, (diff - atol) / magnitude, np.where(diff > atol, np.inf, 0.0))
         result.required_rtol = float(max(np.max(need), 0.0))
     if float32 is not None:
+        result.mismatched_fraction = float((~close).mean())
         return _reduced(result, e, a, fp64() if fp64 is not None else None, float32(), atol)
-    if not off.any():
-        result.ok = True
-        return result
-
-    worst = np.where(special_off, np.inf, diff - allowed)
-    result.worst_index = [int(i) for i in np.unravel_index(int(np.argmax(worst)), worst.shape)]
     if special_off.any():
+        result = _off(result, special_off, np.where(special_off, 1.0, 0.0), "")
         result.problem = f"{int(special_off.sum())} NaN/Inf values where eager has none or other ones"
         return result
-    truth_t = fp64() if fp64 is not None else None
-    if isinstance(truth_t, BaseException):  # the model refuses float64: judge the difference by its size
-        scale = float(np.sqrt(np.mean(np.where(both_finite, e, 0.0) ** 2))) if both_finite.any() else 0.0
-        peak = float(np.max(np.where(both_finite, magnitude, 0.0)))
-        stage_error = _rmse(e, a)
-        why = str(truth_t).strip().splitlines()[0][:160] if str(truth_t).strip() else type(truth_t).__name__
-        if stage_error <= NO_FP64_RMS * scale + atol / 10 and result.max_abs_error <= NO_FP64_MAX * peak:
-            result.ok = True
-            result.fp64_verdict = (f"within-noise (no float64 run: {why}; rms error {stage_error:.3g} is within "
-                                   f"{NO_FP64_RMS:g} of the output's rms {scale:.3g})")
-            return result
+    # Where eager and the artifact agree to rtol (and a few rounding steps), no float64 run can say more.
+    eps, tiny = _rounding(expected.dtype)
+    resolution = ROUNDING_STEPS * eps * magnitude + tiny
+    if binding or fp64 is None or not (~close | (diff > rtol * magnitude + resolution)).any():
+        return _off(result, ~close, diff - allowed, _tolerance_problem(atol, rtol, binding)) if (~close).any() \
+            else _ok(result)
+    truth_t = fp64()
+    truth = _numpy64(to_tensor(truth_t)) if isinstance(truth_t, torch.Tensor) else None
+    if truth is None or truth.shape != e.shape:
+        why = _why(truth_t) if isinstance(truth_t, BaseException) else "it has no such output"
         result.fp64_verdict = f"no float64 run to judge it by: {why}"
-    elif truth_t is not None:
-        truth = _numpy64(truth_t)
-        eager_error, stage_error = _rmse(truth, e), _rmse(truth, a)
-        if stage_error <= FP64_MULTIPLIER * eager_error + atol / 10:
-            result.ok = True
+        return _off(result, ~close, diff - allowed, _tolerance_problem(atol, rtol, False)) if (~close).any() \
+            else _ok(result)
+    return _adjudicated(result, e, a, truth, close, atol, rtol, eps)
+
+
+ROUNDING_STEPS = 4  # rounding steps of the output's dtype at an element's size that are never a difference
+# Eager farther from float64 than this many times the tolerance has lost the digits the tolerance asks for
+# there (the model is numerically unstable, or the float64 run took another path): it lends no pass.
+EAGER_FAR = 10.0
+
+
+def _adjudicated(result: LeafComparison, e: np.ndarray, a: np.ndarray, truth: np.ndarray, close: np.ndarray,
+                 atol: float, rtol: float, eps: float) -> LeafComparison:
+    """Rule 4, element by element: the artifact is as right as eager when its distance to the float64 run is
+    within rtol of the value plus twice the largest distance eager itself has at values no larger than it
+    (atol joins that floor only where eager is that far off). An element off the tolerance passes only so,
+    and only where eager is near float64; an element within it fails where the artifact has lost what eager
+    keeps."""
+    finite = np.isfinite(truth)
+    size = np.abs(np.where(finite, truth, 0.0))
+    eager_error = np.where(finite, np.abs(e - np.where(finite, truth, 0.0)), np.inf)
+    stage_error = np.abs(a - np.where(finite, truth, 0.0))
+    local = _local_error(size, np.where(finite, eager_error, 0.0), atol)
+    floor = np.where(local >= atol, atol, 0.0) + ROUNDING_STEPS * eps * size
+    faithful = finite & (stage_error <= rtol * size + FP64_MULTIPLIER * local + floor)
+    # Within the tolerance, a rounding step at the output's own scale is below what its dtype resolves there.
+    scale = float(np.sqrt(np.mean(size[finite] ** 2))) if finite.any() else 0.0
+    kept = faithful | (stage_error <= rtol * size + FP64_MULTIPLIER * local + floor + ROUNDING_STEPS * eps * scale)
+    eager_near = eager_error <= EAGER_FAR * (atol + rtol * size)
+    ok = np.where(close, kept | ~eager_near, faithful & eager_near)
+    if ok.all():
+        if (~close).any():
             result.fp64_verdict = "within-noise"
-            return result
-        result.fp64_verdict = f"rms error to fp64 {stage_error:.3g} vs eager's {eager_error:.3g}"
-    result.problem = (
-        f"{result.mismatched_fraction:.1%} of values off; max abs error {result.max_abs_error:.3g} "
-        f"at {tuple(result.worst_index)} (atol {atol:g}, rtol {rtol:g})"
-    )
+        return _ok(result)
+    bad = ~ok
+    worst = np.where(bad, stage_error - (rtol * size + FP64_MULTIPLIER * local), -np.inf)
+    at, why = _why_off(result, bad & eager_near & ~close, bad & close, bad & ~eager_near, worst, stage_error,
+                       eager_error, truth)
+    why = f"{_tolerance_problem(atol, rtol, False)}: {why}"
+    result = _off(result, bad, worst, why)
+    result.worst_index = [int(i) for i in at]
+    result.problem = _located(result, why)
     return result
+
+
+def _why_off(result: LeafComparison, diverged, lost, far, worst, stage_error, eager_error, truth):
+    """(the element to name, the rule that failed it, in words), most telling first: off the tolerance and
+    farther from float64 than eager; within it but without the digits eager keeps; off it where eager itself
+    is far from float64. Sets the leaf's fp64_verdict."""
+    def where(mask, rank):
+        return np.unravel_index(int(np.argmax(np.where(mask, rank, -np.inf))), mask.shape)
+
+    if diverged.any() or not lost.any():
+        if diverged.any():
+            at = where(diverged, worst)
+            result.fp64_verdict = (f"{float(stage_error[at]):.3g} from float64 at {tuple(int(i) for i in at)}, "
+                                   f"where eager is {float(eager_error[at]):.3g}")
+            return at, result.fp64_verdict
+        at = where(far, eager_error)
+        result.fp64_verdict = (f"eager itself is {float(eager_error[at]):.3g} from float64 at "
+                               f"{tuple(int(i) for i in at)}: numerically unstable there, or float64 takes another path")
+        return at, f"{result.fp64_verdict}, so float64 cannot call it noise"
+    at = where(lost, stage_error)
+    result.fp64_verdict = (f"{int(lost.sum())} values within the tolerance but {float(stage_error[at]):.3g} from "
+                           f"float64 where eager is {float(eager_error[at]):.3g}")
+    return at, (f"within it, but {float(stage_error[at]):.3g} from float64 where eager is "
+                f"{float(eager_error[at]):.3g} (value {float(truth[at]):.3g}): the artifact loses digits eager keeps")
+
+
+def _rounding(dtype: torch.dtype) -> tuple[float, float]:
+    """The rounding step at 1 and the smallest normal number of a float or complex dtype: below the latter
+    a backend may flush to zero."""
+    info = torch.finfo(dtype.to_real() if dtype.is_complex else dtype)
+    return info.eps, info.tiny
+
+
+def _local_error(size: np.ndarray, error: np.ndarray, atol: float) -> np.ndarray:
+    """Per element, the largest `error` at any element whose `size` is at most twice its own plus atol (values
+    within atol of zero are one scale): eager's own distance from float64 among values no larger than this
+    one, so a large value's noise never covers a small one."""
+    order = np.argsort(size, axis=None, kind="stable")
+    sizes = size.ravel()[order]
+    running = np.maximum.accumulate(error.ravel()[order])
+    upto = np.searchsorted(sizes, 2 * size.ravel() + atol, side="right") - 1
+    return np.maximum(running[np.maximum(upto, 0)].reshape(size.shape), error)
+
+
+def _why(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+
+
+def _tolerance_problem(atol: float, rtol: float, binding: bool) -> str:
+    return f"(atol {atol:g}, rtol {rtol:g}{', your tolerance: a bound no float64 run widens' if binding else ''})"
+
+
+def _ok(result: LeafComparison) -> LeafComparison:
+    result.ok, result.mismatched_fraction = True, 0.0
+    return result
+
+
+def _off(result: LeafComparison, off: np.ndarray, worst: np.ndarray, why: str) -> LeafComparison:
+    """The leaf fails at the elements `off`; `worst` ranks them, `why` says by which rule."""
+    result.ok = False
+    result.mismatched_fraction = float(off.mean())
+    result.worst_index = [int(i) for i in np.unravel_index(int(np.argmax(np.where(off, worst, -np.inf))), off.shape)]
+    result.problem = _located(result, why)
+    return result
+
+
+def _located(result: LeafComparison, why: str) -> str:
+    return (f"{result.mismatched_fraction:.1%} of values off; max abs error {result.max_abs_error:.3g} "
+            f"at {tuple(result.worst_index)} {why}")
 
 
 def _reduced(result: LeafComparison, e: np.ndarray, a: np.ndarray, truth_t, float32_t, atol: float) -> LeafComparison:
@@ -311,13 +414,16 @@ def compare_outputs(
     flat: bool = False,
     noise=None,
     fp64=None,
-    values: bool = True,
+    values: bool | set[int] = True,
     float32=None,
+    drawn: set[int] = frozenset(),
 ) -> tuple[list[LeafComparison], str | None]:
     """Compare one input set's outputs. `flat`: `actual` is a flat list of leaves (ONNX outputs).
 
     `fp64` is a callable returning the fp64 eager outputs, called only when a leaf is off. `values=False`
-    compares structure, shapes and dtypes only (outputs that are random by design). `float32`, with
+    compares structure, shapes and dtypes only (outputs that are random by design); a set of eager's leaf
+    indices does so for those leaves alone. `drawn`: eager's leaf indices made of random draws, compared
+    without the fp64 run (which draws other numbers). `float32`, with
     --dtype, is a callable returning the float32 answers: float leaves are judged by the reduced-precision
     rule (rule 6), against the fp64 outputs.
     Returns the per-leaf comparisons and a structure problem or note (None when identical).
@@ -357,8 +463,11 @@ def compare_outputs(
         got_t, paired = _complex_pairs(want_t, got) if flat else (got, False)
         leaf_noise = to_tensor(noise_leaves[index]) if noise_leaves else None
         judged = float32 is not None and want_t.is_floating_point()
-        result = compare_leaf(name, want_t, got_t, atol, rtol, noise=leaf_noise, fp64=lambda i=index: fp64_leaf(i),
-                              values=values, float32=(lambda i=index: float32_leaf(i)) if judged else None)
+        by_value = values if isinstance(values, bool) else index not in values
+        result = compare_leaf(name, want_t, got_t, atol, rtol, noise=leaf_noise,
+                              fp64=None if index in drawn else lambda i=index: fp64_leaf(i),
+                              values=by_value, float32=(lambda i=index: float32_leaf(i)) if judged else None,
+                              binding=tolerances.binding(name))
         if paired:
             result.note = "a complex output, returned by the graph as (real, imaginary) pairs in a last dimension of 2"
         results.append(result)

@@ -61,6 +61,12 @@ class InputSet:
         """Fresh tensors with the same values: what one run may change in place stays in that run."""
         return self.map(lambda t: t.detach().clone().requires_grad_(t.requires_grad))
 
+    def in_float64(self) -> "InputSet":
+        """The floating tensors in float64 with every other property kept: a forward may branch on
+        requires_grad."""
+        return self.map(lambda t: t.detach().to(torch.float64).requires_grad_(t.requires_grad)
+                        if t.is_floating_point() else t)
+
     def arrays_for(self, names: list[str], model: str, why: str = "") -> list:
         """The tensors as numpy arrays in the order of `model`'s input `names` (a graph's inputs): by
         parameter name where every name is one, else by position. `model` and `why` word the error when

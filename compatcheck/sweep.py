@@ -69,65 +69,130 @@ def groups(spec) -> list[Group]:
     return found
 
 
-def resize(one: InputSet, group: Group, size: int) -> InputSet:
-    """The input set with every dimension of `group` at `size`: its first entries, or the sample tiled."""
+def resize(one: InputSet, group: Group, size: int, fresh: bool = False) -> InputSet:
+    """The input set with every dimension of `group` at `size`: its first entries, or the sample tiled;
+    with `fresh`, new values drawn like the sample's wherever the size grows (see `drawn_like`)."""
     tensors = one.leaves()
     changed = dict.fromkeys(range(len(tensors)))
+    generator = torch.Generator().manual_seed(size)
     for leaf, dim in group.places:
         tensor = changed[leaf] if changed[leaf] is not None else tensors[leaf]
         have = tensor.shape[dim]
         if size > have:
-            tensor = torch.cat([tensor] * -(-size // have), dim=dim)
+            tiled = torch.cat([tensor] * -(-size // have), dim=dim).narrow(dim, 0, size)
+            tensor = drawn_like(tensor, tiled, dim, generator) if fresh else tiled
         changed[leaf] = tensor.narrow(dim, 0, size).clone()
     replacements = iter([changed[i] if changed[i] is not None else t for i, t in enumerate(tensors)])
     return one.map(lambda _: next(replacements))
 
 
-def _sizes(group: Group, seen: list[int]) -> list[int]:
-    """The sizes to try: batch 1 and an odd batch above every sample; a length shorter and one longer."""
+def drawn_like(sample: torch.Tensor, tiled: torch.Tensor, dim: int, generator: torch.Generator) -> torch.Tensor:
+    """Values for `tiled`'s shape drawn like `sample`'s: floats from a normal of the sample's mean and spread,
+    kept within its range (and sorted along `dim` where the sample is); integers uniform within its range.
+    Masks and flags (bool, or integers of two values) keep the sample's pattern, tiled: a tiled copy repeats
+    what the sample computes (its maximum, its sums), fresh values do not."""
+    values = sample.detach()
+    if values.numel() == 0 or values.dtype == torch.bool or values.is_complex() or values.unique().numel() <= 2:
+        return tiled
+    low, high = values.min(), values.max()
+    if values.is_floating_point():
+        spread = values.double().std() if values.numel() > 1 else torch.tensor(0.0, dtype=torch.float64)
+        made = torch.randn(tiled.shape, generator=generator, dtype=torch.float64) * spread + values.double().mean()
+        # A draw outside the range is drawn again, uniformly within it: clamping would pile values on the bounds.
+        within = low.double() + (high - low).double() * torch.rand(tiled.shape, generator=generator, dtype=torch.float64)
+        made = torch.where((made < low) | (made > high), within, made).to(values.dtype)
+    else:
+        made = torch.randint(int(low), int(high) + 1, tiled.shape, generator=generator).to(values.dtype)
+    if values.shape[dim] > 1 and bool((values.diff(dim=dim) >= 0).all()):
+        made = made.sort(dim=dim).values
+    return made.to(values.device).requires_grad_(values.requires_grad and values.is_floating_point())
+
+
+def _sizes(group: Group, seen: list[int], bounds: tuple[int, int] | None, constants: list[int], cap: int) -> list[int]:
+    """The sizes to try: batch 1 and an odd batch above every sample, or a length shorter and one longer;
+    the declared bounds; each constant the code compares the dimension with and the size past it. None
+    above `cap` (the cost cap) or outside the declared bounds."""
     largest, smallest = max(seen), min(seen)
     if group.name == "batch":
         above = largest + 1 if largest % 2 == 0 else largest + 2
         wanted = [1, above]
     else:
         wanted = [smallest - 1, largest + max(1, largest // 2)]
-    return [size for size in dict.fromkeys(wanted) if size >= 1 and size not in seen]
+    low, high = bounds or (1, MAX_SIZE)
+    wanted += ([low, high] if bounds else []) + [size for constant in constants for size in (constant, constant + 1)]
+    return [size for size in dict.fromkeys(wanted) if max(low, 1) <= size <= min(high, cap) and size not in seen]
 
 
 def _runs(run, one: InputSet) -> bool:
     try:
-        run(one)
+        run(one.copy())
         return True
     except Exception:
         return False
 
 
-def build(spec, run, budget: float) -> Sweep:
-    """The swept input sets and eager's outputs on them; `run(input_set)` runs eager. A length is made
-    only as long as eager takes it: eager is tried at 4x the longest sample, and where it fails there,
-    bisection finds the cap. A size eager fails at otherwise is left out."""
+def build(spec, run, budget: float, constants: dict[str, list[int]] | None = None) -> Sweep:
+    """The swept input sets and eager's outputs on them; `run(input_set)` runs eager; `constants`: per
+    dimension ('x.shape[1]'), the sizes the code compares it with. A length is made only as long as eager
+    takes it: eager is tried at the longest size wanted (at least 4x the longest sample), and where it
+    fails there, bisection finds the cap. Each size has fresh values where eager takes them, else the
+    sample tiled; a size eager fails at either way is left out."""
     started = time.perf_counter()
     sweep = Sweep()
     sets = spec.input_sets
+    declared = declared_bounds(spec)
     for group in groups(spec):
         seen = [group.size(one) for one in sets]
         base = sets[seen.index(max(seen))]  # the largest sample: slices of it hold real data throughout
-        sizes = _sizes(group, seen)
-        if group.name != "batch" and time.perf_counter() - started <= budget:
-            if not _runs(run, resize(base, group, 4 * max(seen))):
-                sweep.caps[group.name] = _cap(base, group, max(seen), 4 * max(seen), run)
+        bounds = next((declared[d] for d in group.dims if d in declared), None)
+        cap = max(max(seen), MAX_ELEMENTS * max(seen) // max(1, sum(t.numel() for t in base.leaves())))
+        sizes = _sizes(group, seen, bounds, [c for d in group.dims for c in (constants or {}).get(d, ())], cap)
+        longest = max([4 * max(seen), *sizes])
+        if group.name != "batch" and time.perf_counter() - started <= budget and longest <= cap:
+            if not _runs(run, resize(base, group, longest)):
+                sweep.caps[group.name] = _cap(base, group, max(seen), longest, run)
                 sizes = [min(size, sweep.caps[group.name]) for size in sizes]
         for size in dict.fromkeys(size for size in sizes if size not in seen):
             if time.perf_counter() - started > budget:
                 sweep.cut_short = True
                 break
-            made = resize(base, group, size)
-            try:
-                sweep.sets.append(Swept(_label(group, size), made, run(made), group.dims))
-            except Exception:
-                continue  # eager itself does not take this size: nothing to hold an artifact to
+            made = _made(base, group, size, run)
+            if made is not None:
+                sweep.sets.append(Swept(_label(group, size), *made, group.dims))
     sweep.seconds = round(time.perf_counter() - started, 3)
     return sweep
+
+
+# The cost cap: a swept input set holds at most this many elements (or the largest sample's size).
+MAX_ELEMENTS = 1 << 22
+MAX_SIZE = 1 << 31
+
+
+def _made(base: InputSet, group: Group, size: int, run):
+    """(the input set at `size`, eager's outputs on it): fresh values first, else the sample tiled."""
+    for fresh in (True, False):
+        made = resize(base, group, size, fresh=fresh)
+        try:
+            return made, run(made.copy())  # a forward that writes into its input must not change the set kept
+        except Exception:
+            continue  # eager itself does not take these values or this size
+    return None
+
+
+def declared_bounds(spec) -> dict[str, tuple[int, int]]:
+    """{'x.shape[1]': (min, max)} for each dimension get_dynamic_shapes() declares with a bounded Dim."""
+    from compatcheck.spec import declared_per_input
+
+    if spec.dynamic_shapes is None or spec.dynamic_shapes_inferred:
+        return {}
+    found = {}
+    for name, _, dims in declared_per_input(spec):
+        for index, dim in (dims.items() if isinstance(dims, dict) else ()):
+            low, high = getattr(dim, "min", None), getattr(dim, "max", None)
+            if isinstance(low, int) or isinstance(high, int):
+                found[f"{name}.shape[{index}]"] = (low if isinstance(low, int) else 1,
+                                                   high if isinstance(high, int) and high < MAX_SIZE else MAX_SIZE)
+    return found
 
 
 def _cap(base: InputSet, group: Group, works: int, fails: int, run) -> int:

@@ -38,6 +38,9 @@ class Variation:
 
     random: list[Site] = field(default_factory=list)
     clock: list[Site] = field(default_factory=list)
+    # Per input set, the indices of the output leaves that change with the seed / with the clock.
+    random_leaves: list[set[int]] = field(default_factory=list)
+    clock_leaves: list[set[int]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.random or self.clock)

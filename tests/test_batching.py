@@ -62,8 +62,6 @@ def test_batch_statistics_name_the_op_and_the_line(tmp_path):
 CPU_GEMM = """
 import torch
 
-TOLERANCE = {"atol": 0.0, "rtol": 0.0}  # every difference goes to the fp64 adjudication
-
 def get_model():
     return torch.nn.Linear(256, 256).eval()
 
@@ -79,7 +77,7 @@ def test_kernel_noise_across_batch_sizes_is_not_batch_dependence(tmp_path, write
     with torch.no_grad():
         alone = torch.cat([ctx.spec.model(*sample.inputs.args) for sample in found])
         batched = ctx.spec.model(*batch_of(found, {}).args)
-    assert not torch.equal(alone, batched)  # the kernels do differ: only the adjudication lets it pass
+    assert not torch.equal(alone, batched)  # the kernels do differ: the values near 0 go to the adjudication
     assert batch_findings(path, tmp_path) == []
 
 

@@ -97,23 +97,76 @@ def test_tolerance_precedence():
 
 
 def test_fp64_adjudication_accepts_a_result_as_accurate_as_eager():
+    """Rounding noise of the same size in eager and the backend, beyond a tight tolerance: noise."""
     torch.manual_seed(0)
     truth = torch.randn(1000, dtype=torch.float64)
-    eager = (truth + 1e-3 * torch.randn(1000, dtype=torch.float64)).float()
-    backend = (truth + 1e-3 * torch.randn(1000, dtype=torch.float64)).float()
-    plain = compare_leaf("o", eager, backend, 1e-5, 1e-5)
+    eager = (truth * (1 + 2e-6 * torch.randn(1000, dtype=torch.float64))).float()
+    backend = (truth * (1 + 2e-6 * torch.randn(1000, dtype=torch.float64))).float()
+    plain = compare_leaf("o", eager, backend, 1e-7, 1e-6)
     assert not plain.ok
-    judged = compare_leaf("o", eager, backend, 1e-5, 1e-5, fp64=lambda: truth)
+    judged = compare_leaf("o", eager, backend, 1e-7, 1e-6, fp64=lambda: truth)
     assert judged.ok and judged.fp64_verdict == "within-noise"
 
 
 def test_fp64_adjudication_still_fails_a_real_divergence():
     torch.manual_seed(0)
     truth = torch.randn(1000, dtype=torch.float64)
-    eager = (truth + 1e-3 * torch.randn(1000, dtype=torch.float64)).float()
+    eager = (truth * (1 + 2e-6 * torch.randn(1000, dtype=torch.float64))).float()
     wrong = (truth + 1e-1 * torch.randn(1000, dtype=torch.float64)).float()
-    judged = compare_leaf("o", eager, wrong, 1e-5, 1e-5, fp64=lambda: truth)
-    assert not judged.ok and judged.fp64_verdict.startswith("rms error to fp64")
+    judged = compare_leaf("o", eager, wrong, 1e-7, 1e-6, fp64=lambda: truth)
+    assert not judged.ok and "from float64 at" in judged.fp64_verdict and "where eager is" in judged.fp64_verdict
+
+
+def test_one_element_off_fails_whatever_the_other_elements_magnitude():
+    """An RMS over the leaf would be dominated by the areas' noise (about 20) and hide a score of 0.4 where
+    eager, like float64, has 0."""
+    torch.manual_seed(0)
+    area = 4e8 * (1 + torch.rand(6, dtype=torch.float64))
+    truth = torch.stack([area, torch.zeros(6, dtype=torch.float64)], dim=1)
+    eager = truth.float()
+    backend = torch.stack([(area * (1 + 1e-7 * torch.randn(6, dtype=torch.float64))).float(),
+                           torch.tensor([0, 0, 0.4, 0, 0, 0])], dim=1)
+    judged = compare_leaf("boxes", eager, backend, 1e-5, 1e-4, fp64=lambda: truth)
+    assert not judged.ok and judged.worst_index == [2, 1]
+
+
+def test_an_error_under_atol_that_is_the_whole_value_fails():
+    """log1p of values near 1e-8 computed as log(1 + x): 0, under atol, where eager and float64 agree."""
+    torch.manual_seed(0)
+    x = torch.rand(32, dtype=torch.float64) * 1e-8
+    judged = compare_leaf("o", torch.log1p(x).float(), torch.log(1 + x.float()), 1e-5, 1e-4, fp64=lambda: torch.log1p(x))
+    assert not judged.ok and "loses digits eager keeps" in judged.problem
+
+
+def test_small_values_of_a_larger_output_keep_their_rounding_noise():
+    """Values near zero where a sum of larger terms cancels: eager and the backend round them differently, by
+    a rounding step of the output's scale."""
+    torch.manual_seed(0)
+    terms = torch.randn(64, 256, dtype=torch.float64)
+    truth = terms.sum(1)
+    eager = terms.float().sum(1)
+    backend = terms.float().flip(1).cumsum(1)[:, -1]
+    assert compare_leaf("o", eager, backend, 1e-5, 1e-4, fp64=lambda: truth).ok
+
+
+def test_a_tolerance_the_user_set_is_a_bound_no_float64_run_widens():
+    torch.manual_seed(0)
+    truth = torch.randn(1000, dtype=torch.float64)
+    eager = (truth * (1 + 2e-6 * torch.randn(1000, dtype=torch.float64))).float()
+    backend = (truth * (1 + 2e-6 * torch.randn(1000, dtype=torch.float64))).float()
+    judged = compare_leaf("o", eager, backend, 1e-7, 1e-6, fp64=lambda: truth, binding=True)
+    assert not judged.ok and "your tolerance" in judged.problem
+    assert Tolerances(model={"atol": 1e-3}).binding("o") and Tolerances(cli_rtol=1e-3).binding("o")
+    assert Tolerances(model={"y": {"atol": 1e-3}}).binding("y") and not Tolerances(model={"y": {}}).binding("z")
+
+
+def test_eager_far_from_float64_lends_no_pass():
+    """Eager itself 0.4 from float64 (a cancelling formula): an artifact off eager cannot be called noise."""
+    truth = torch.linspace(-1, 1, 50, dtype=torch.float64)
+    eager = (truth + 0.4).float()
+    backend = truth.float()
+    judged = compare_leaf("o", eager, backend, 1e-5, 1e-4, fp64=lambda: truth)
+    assert not judged.ok and "numerically unstable" in judged.problem
 
 
 def test_fp64_is_computed_only_when_needed():

@@ -108,6 +108,24 @@ def _guards(ctx) -> list[tuple[str, dict[str, str], list[traceback.FrameSummary]
     return guards
 
 
+def compared_constants(ctx) -> dict[str, list[int]]:
+    """Per declared dynamic dimension ('x.shape[1]'), the integers the model's code compares it with, from
+    the guards draft_export saw: the sizes where a path the artifact froze may change."""
+    if ctx.spec.dynamic_shapes is None or ctx.spec.dynamic_shapes_inferred:
+        return {}
+    try:
+        guards = _guards(ctx)
+    except Exception:
+        return {}
+    found: dict[str, list[int]] = {}
+    for expr, symbols, _ in guards:
+        numbers = [int(n) for n in re.findall(r"(?<![\w.])\d+(?![\w.])", expr)]
+        for symbol, dim in symbols.items():
+            if re.search(rf"\b{re.escape(symbol)}\b", expr):
+                found.setdefault(dim, []).extend(numbers)
+    return found
+
+
 def pinned_by_code(ctx) -> dict[str, int]:
     """Every dynamic dimension the model's code pins, found by tracing it (for stages whose own
     error does not say, like jit.trace, which keeps the example's sizes without a word)."""

@@ -33,6 +33,9 @@ class Stage:
     proven_by: str | None = None  # the stage that runs what this one makes, when its own runner is not that
     # What the stage does for an input set whose shapes it has not run yet, where that can take long.
     new_shapes: str | None = None
+    # The artifact runs torch's own kernels, so under eager's seed it draws eager's random numbers: its
+    # random outputs are compared by value.
+    same_random = False
 
     def needs(self, ctx: "StageContext") -> tuple[Feature, ...]:
         """The torch features the stage uses with these options (see torch_features.py)."""
@@ -125,47 +128,60 @@ class StageContext:
         with torch.no_grad():
             return (model or self.spec.model)(*input_set.args, **input_set.kwargs)
 
+    def _copy(self):
+        """A copy of the model as the factory built it, for one run of eager: what a call leaves behind (a
+        buffer it updates, a counter it bumps) never reaches another run."""
+        return self.spec.pristine.copy() if self.spec.pristine else self.spec.model
+
+    def seeded(self, input_set: InputSet, model, seed: int = SEEDS[0]):
+        """One call of eager under `seed`, as every stage's artifact is called on every input set: each
+        input set draws the same random numbers in every run."""
+        torch.manual_seed(seed)
+        return self.eager(input_set, model)
+
+    def _eager_runs(self, seed: int = SEEDS[0]) -> list:
+        model = self._copy()
+        return [self.seeded(s, model, seed) for s in self.spec.input_sets]
+
     def _compute_reference(self) -> None:
         self.step("while running eager for the reference")
-        model = self.spec.pristine.copy() if self.spec.pristine else self.spec.model  # its own copy
+        model = self._copy()
         runs = self.spec.input_sets
-        torch.manual_seed(SEEDS[0])
-        first = [self.eager(s, model) for s in runs]
+        first = [self.seeded(s, model) for s in runs]
         # A fresh tensor starts at version 0; every in-place write, through any view, bumps it.
         self.mutated_inputs = [i for i, s in enumerate(runs) if any(t._version for t in s.leaves())]
         _require_an_output(first)
-        torch.manual_seed(SEEDS[0])
-        second = [self.eager(s, model) for s in self.spec.input_sets]
+        # Only identical calls on pristine copies show nondeterminism; the same copy called again shows state.
+        second = self._eager_runs()
         self._reference = first
         self._noise = None if all(identical(a, b) for a, b in zip(first, second)) else second
-        self.variation = self._variation(model, first)
+        self.variation = self._variation(first)
 
-    def _variation(self, model, first: list) -> Variation:
-        """Whether eager's outputs change with the seed or with the clock, and the ops and lines that
-        make them: runs with another seed, then with the clock moved."""
+    def _variation(self, first: list) -> Variation:
+        """Whether eager's outputs change with the seed or with the clock, the ops and lines that make them,
+        and which outputs of each input set change: runs with another seed, then with the clock moved."""
         found = Variation()
         user = self.spec.user
-        torch.manual_seed(SEEDS[1])
-        reseeded = [self.eager(s, model) for s in self.spec.input_sets]
+        reseeded = self._eager_runs(SEEDS[1])
         if not all(identical(a, b) for a, b in zip(first, reseeded)):
             # Only a forward found random is run again to name its ops: the recording mode costs an import
             # of torch._dynamo that a deterministic eager-only run never needs.
             random: list = []
             try:
                 with recording_random_ops(user) as random:
-                    torch.manual_seed(SEEDS[1])
-                    for one in self.spec.input_sets:
-                        self.eager(one, model)
+                    self._eager_runs(SEEDS[1])
             except Exception:  # an op the recording mode cannot pass through: the seed's effect is named alone
                 random = []
             if random or self._noise is None:
                 found.random = random or [Site("random numbers", None)]
+                found.random_leaves = _every_set(changed(a, b) for a, b in zip(first, reseeded))
         clock: list = []
+        model = self._copy()
         with clock_moved(user, clock):
-            torch.manual_seed(SEEDS[0])
-            later = [self.eager(s, model) for s in self.spec.input_sets]
+            later = [self.seeded(s, model) for s in self.spec.input_sets]
         if clock and not all(identical(a, b) for a, b in zip(first, later)):
             found.clock = clock
+            found.clock_leaves = _every_set(changed(a, b) for a, b in zip(first, later))
         return found
 
     @property
@@ -197,8 +213,19 @@ class StageContext:
                     torch.manual_seed(SEEDS[0])
                     return self.eager(input_set, model)
 
-                self._sweep = build(self.spec, run, self.options.sweep_budget)
+                from compatcheck.diagnose.shapes import compared_constants
+
+                self._sweep = build(self.spec, run, self.options.sweep_budget, compared_constants(self))
         return self._sweep
+
+    def unvalued(self, index: int, same_random: bool) -> set[int]:
+        """The leaves of input set `index`'s outputs not to compare by value: those that change with the
+        clock, and those that change with the seed unless the artifact draws torch's numbers."""
+        variation = self.varies
+        leaves = set(variation.clock_leaves[index]) if variation.clock_leaves else set()
+        if variation.random and not same_random:
+            leaves |= variation.random_leaves[index]
+        return leaves
 
     @property
     def varies(self) -> Variation:
@@ -207,22 +234,28 @@ class StageContext:
         return self.variation
 
     def fp64(self, index: int):
-        """Eager outputs for input set `index` computed in float64, or the exception where the model refuses."""
+        """Eager outputs for input set `index` computed in float64, or the exception where the model refuses:
+        every input set in order on one copy, as the reference ran them, so a model's state follows the same
+        path."""
         if index not in self._fp64:
-            self._fp64[index] = self.float64(self.spec.input_sets[index])
+            runs = self.float64_runs(self.spec.input_sets)
+            self._fp64.update(enumerate(runs if isinstance(runs, list) else [runs] * len(self.spec.input_sets)))
         return self._fp64[index]
+
+    def float64_runs(self, input_sets: list[InputSet]):
+        """Eager outputs for each input set, in float64, by one fresh copy of the model; the exception where
+        the model refuses."""
+        try:
+            model = (self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double()
+            return [self.seeded(one.in_float64(), model) for one in input_sets]
+        except Exception as exc:
+            return exc.with_traceback(None)  # the reason is kept, not its frames
 
     def float64(self, input_set: InputSet):
         """Eager outputs for any input set (a slice of one, a batch of samples) computed in float64 by a
         fresh copy of the model, or the exception where the model refuses."""
-        try:
-            model = (self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double()
-            as64 = input_set.map(lambda t: t.double() if t.is_floating_point() else t)
-            torch.manual_seed(SEEDS[0])
-            with torch.no_grad():
-                return model(*as64.args, **as64.kwargs)
-        except Exception as exc:
-            return exc.with_traceback(None)  # the reason is kept, not its frames
+        runs = self.float64_runs([input_set])
+        return runs[0] if isinstance(runs, list) else runs
 
     @property
     def reduced(self) -> torch.dtype | None:
@@ -268,6 +301,23 @@ def _require_an_output(outputs: list) -> None:
                    for _, leaf in flatten(output)[0]):
             raise UsageError(f"forward() returned {reprlib.repr(output)} for input set {index}, with no tensor "
                              "or number in it: there is nothing to compare or deploy")
+
+
+def _every_set(per_set) -> list[set[int]]:
+    """A leaf that changes in one input set changes by design in every one: one draw may agree by chance."""
+    found = list(per_set)
+    union = set().union(*found)
+    return [set(union) for _ in found]
+
+
+def changed(a, b) -> set[int]:
+    """The indices of the leaves (compare.flatten's order) whose values differ between two outputs of the
+    same structure; every index where the structures differ."""
+    pairs_a, _ = flatten(a)
+    pairs_b, _ = flatten(b)
+    if [n for n, _ in pairs_a] != [n for n, _ in pairs_b]:
+        return set(range(max(len(pairs_a), len(pairs_b))))
+    return {index for index, ((_, x), (_, y)) in enumerate(zip(pairs_a, pairs_b)) if not identical(x, y)}
 
 
 def identical(a, b) -> bool:

@@ -9,6 +9,7 @@ import torch
 
 from compatcheck.diagnose.batching import batch_dependence
 from compatcheck.diagnose.mutation import input_mutation
+from compatcheck.diagnose.unstable import instability
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
 
@@ -28,6 +29,7 @@ class Eager(Stage):
 
     def __init__(self):
         self.unchecked: str | None = None  # how far the device check on meta got, where it stopped short
+        self.unstable: str | None = None  # where eager itself is far from float64
         self.batching: list[Finding] = []
 
     def build(self, ctx: StageContext):
@@ -39,7 +41,7 @@ class Eager(Stage):
         return f"torch {torch.__version__}"
 
     def note(self, ctx: StageContext) -> str | None:
-        return self.unchecked
+        return "; ".join(filter(None, [self.unstable, self.unchecked])) or None
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.device import device_traps
@@ -63,6 +65,9 @@ class Eager(Stage):
 
             findings.extend(precision_findings(ctx))
         findings.extend(self.batching)
+        unstable = instability(ctx, self.name)
+        self.unstable = f"eager itself is far from float64: {unstable[0].cite()}" if unstable else None
+        findings.extend(unstable)
         if ctx.varies:
             findings.append(self._variation(ctx))
         elif ctx.noise is not None:

@@ -24,6 +24,7 @@ def export(ctx: StageContext, **keywords) -> torch.export.ExportedProgram:
 
 class Export(Stage):
     name = "export"
+    same_random = True
 
     def __init__(self):
         self.failure: BaseException | None = None

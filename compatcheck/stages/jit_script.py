@@ -19,6 +19,7 @@ def run_loaded(module):
 
 class JitScript(Stage):
     name = "jit_script"
+    same_random = True
 
     def needs(self, ctx: StageContext):
         return (TORCHSCRIPT_SCRIPT,)

@@ -23,6 +23,7 @@ UNCHECKED = Recipe("check_trace=False (the trace not checked against a second ru
 
 class JitTrace(Stage):
     name = "jit_trace"
+    same_random = True
 
     def __init__(self):
         self.traced = None

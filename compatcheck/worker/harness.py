@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import torch
 
 from compatcheck import torch_features
-from compatcheck.compare import FP64_MULTIPLIER, compare_outputs
+from compatcheck.compare import FP64_MULTIPLIER, compare_outputs, flatten
 from compatcheck.errors import UsageError, one_line
 from compatcheck.report.model import Finding, InputSetResult, Precision, StageResult, Status, SweepInfo
 from compatcheck.ladder import BY_NAME, REFERENCE, missing_artifact
@@ -133,7 +133,7 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
                 input_sets, seen = ctx.spec.input_sets, set()  # each read of input_sets copies them
                 for index, input_set in enumerate(input_sets):
                     ctx.step(_on_input_set(stage, input_set, index, len(input_sets), seen))
-                    result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage.flat_outputs, raised))
+                    result.input_sets.append(run_input_set(ctx, runner, index, input_set, stage, raised))
                 if not BY_NAME[stage.name].reference and all(s.ok for s in result.input_sets):
                     for swept in ctx.swept.sets:
                         ctx.step(f"on {swept.label}, a size the input sets lack")
@@ -202,7 +202,7 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageResult:
         if not BY_NAME[stage.name].reference:  # eager's own finding names the cause (stages/eager.py)
             result.findings.append(_variation_finding(stage.name, ctx, result))
         if result.status is Status.PASS:
-            result.reason = f"values not compared: {_what_varies(ctx)}; they vary here too"
+            result.reason = _not_compared(ctx, stage)
     if result.status is Status.PASS:
         try:
             note = stage.note(ctx)
@@ -333,7 +333,7 @@ def _passes_with(stage_class, ctx: StageContext, recipe):
                 runner = check.build(ctx)
                 if runner is None:
                     continue
-                if not all(run_input_set(ctx, runner, index, one, check.flat_outputs).ok
+                if not all(run_input_set(ctx, runner, index, one, check).ok
                            for index, one in enumerate(ctx.spec.input_sets)):
                     return False
                 if not all(run_swept(ctx, runner, swept, check.flat_outputs).ok for swept in ctx.swept.sets):
@@ -393,8 +393,8 @@ def status_of(sets: list[InputSetResult]) -> Status:
     return Status.PASS if all(s.ok for s in sets) else Status.MISMATCH
 
 
-def run_input_set(ctx, runner, index, input_set, flat: bool, raised: list | None = None) -> InputSetResult:
-    """Run the artifact on one input set and compare its outputs with eager's; what it raises goes
+def run_input_set(ctx, runner, index, input_set, stage: Stage, raised: list | None = None) -> InputSetResult:
+    """Run `stage`'s artifact on one input set and compare its outputs with eager's; what it raises goes
     into `raised`."""
     started = time.perf_counter()
     torch.manual_seed(SEEDS[0])  # as eager's reference run was
@@ -408,8 +408,9 @@ def run_input_set(ctx, runner, index, input_set, flat: bool, raised: list | None
     seconds = round(time.perf_counter() - started, 4)
     noise = ctx.noise[index] if ctx.noise is not None else None
     leaves, structure = compare_outputs(
-        ctx.reference[index], outputs, ctx.tolerances, flat=flat, noise=noise,
-        fp64=lambda: ctx.fp64(index), values=not ctx.varies,
+        ctx.reference[index], outputs, ctx.tolerances, flat=stage.flat_outputs, noise=noise,
+        fp64=lambda: ctx.fp64(index), values=ctx.unvalued(index, stage.same_random),
+        drawn=set(ctx.varies.random_leaves[index]) if ctx.varies.random else set(),
         float32=(lambda: ctx.float32(index)) if ctx.reduced else None,
     )
     ok = all(leaf.ok for leaf in leaves) and bool(leaves or not structure)
@@ -497,6 +498,18 @@ def _variation_finding(stage: str, ctx, result) -> Finding:
             f"the {'seed' if ctx.varies.random else 'time'} as eager's do, and their types and shapes match",
             location=site.frame, op=site.what)
     return ctx.spec.user.finding(stage, "variation-lost", _lost(ctx), location=site.frame, op=site.what)
+
+
+def _not_compared(ctx, stage: Stage) -> str:
+    """The reason of a pass for a model whose outputs change by design: which were compared, which not."""
+    names = [name for name, _ in flatten(ctx.reference[0])[0]]
+    unvalued = ctx.unvalued(0, stage.same_random)
+    if not unvalued:
+        return f"{_what_varies(ctx)}: compared under eager's seed, whose numbers the artifact draws; they vary here too"
+    skipped = [f"output {names[i]}" for i in sorted(unvalued) if i < len(names)]
+    compared = [f"output {name}" for i, name in enumerate(names) if i not in unvalued]
+    return (f"values of {', '.join(skipped[:4])}{', ...' if len(skipped) > 4 else ''} not compared: {_what_varies(ctx)}; "
+            f"they vary here too" + (f"; {', '.join(compared[:4])} compared by value" if compared else ""))
 
 
 def _what_varies(ctx) -> str:

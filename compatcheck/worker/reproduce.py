@@ -40,7 +40,7 @@ def build():
     """The stage's artifact as a function of (args, kwargs), or None when there is nothing to run."""
 {body}
 
-sys.exit(case.check(build, flat={flat!r}, expected={expected!r}))
+sys.exit(case.check(build, stage={stage_name!r}, expected={expected!r}))
 '''
 
 
@@ -55,7 +55,7 @@ def write(stage, ctx, expected: str | None) -> None:
     text = TEMPLATE.format(
         stage=stage.name, model=str(ctx.spec.path), factory=ctx.spec.factory, cwd=os.getcwd(),
         options=ctx.options.model_dump(mode="json"), body=textwrap.indent(body, "    "),
-        flat=stage.flat_outputs, expected=expected, payload=payload,
+        stage_name=stage.name, expected=expected, payload=payload,
     )
     (ctx.workdir / f"reproduce_{stage.name}.py").write_text(text)
 
@@ -106,9 +106,10 @@ class Reproduction:
         self.input_sets = [(s.args, s.kwargs) for s in self.spec.given_inputs]
         self.dynamic_shapes = self.spec.dynamic_shapes
 
-    def check(self, build, flat: bool, expected: str | None) -> int:
+    def check(self, build, stage: str, expected: str | None) -> int:
         import torch
 
+        from compatcheck import stages
         from compatcheck.errors import one_line
         from compatcheck.worker.harness import isolated_globals, run_input_set, status_of
 
@@ -125,7 +126,8 @@ class Reproduction:
                 else:
                     sets = []
                     for index, input_set in enumerate(self.spec.input_sets):
-                        one = run_input_set(self.ctx, lambda s: run(s.args, s.kwargs), index, input_set, flat)
+                        one = run_input_set(self.ctx, lambda s: run(s.args, s.kwargs), index, input_set,
+                                            stages.load(stage))
                         sets.append(one)
                         print(f"input set {index + 1}: {status_of([one]).value}{_detail(one)}")
                     verdict = status_of(sets).value

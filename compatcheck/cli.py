@@ -238,31 +238,37 @@ def run(
             model.resolve(), factory, chosen, command=["compatcheck", *sys.argv[1:]], previous=previous,
             protected=set(inputs), on_event=on_event, say=_say))
     render(report, console)
-    if artifacts and chosen.bench:
+    _write_outputs(report, given, artifacts if chosen.bench else None)
+    if report.interrupted:
+        err.print("interrupted: the partial report was written")
+        raise typer.Exit(130)
+    raise typer.Exit(EXIT_FAILED if report.failed else 0)
+
+
+def _write_outputs(report, given: dict, charts: Path | None) -> None:
+    """The files the flags asked for: --json, --markdown, --junit, the latency chart into `charts`; and
+    with --annotations, the CI's lines on stdout."""
+    if charts:
         from compatcheck.report.chart import latency_svg
 
         chart = latency_svg(report)
         if chart:
-            _write_output(artifacts / "latency.svg", chart, "the latency chart", report)
-    if json_path:
-        _write_output(json_path, report.model_dump_json(indent=2), "--json", report)
-    if markdown_path:
+            _write_output(charts / "latency.svg", chart, "the latency chart", report)
+    if given["json"]:
+        _write_output(given["json"], report.model_dump_json(indent=2), "--json", report)
+    if given["markdown"]:
         from compatcheck.report.markdown import checklist
 
-        _write_output(markdown_path, checklist(report), "--markdown", report)
-    if junit_path:
+        _write_output(given["markdown"], checklist(report), "--markdown", report)
+    if given["junit"]:
         from compatcheck.report.ci import junit
 
-        _write_output(junit_path, junit(report), "--junit", report)
+        _write_output(given["junit"], junit(report), "--junit", report)
     if given["annotations"]:
         from compatcheck.report.ci import github_annotations
 
         for line in github_annotations(report):
             print(line)
-    if report.interrupted:
-        err.print("interrupted: the partial report was written")
-        raise typer.Exit(130)
-    raise typer.Exit(EXIT_FAILED if report.failed else 0)
 
 
 def checklist(

@@ -188,56 +188,15 @@ def compare_leaf(
         ok=False, atol=atol, rtol=rtol,
     )
     actual_t = to_tensor(actual)
-    if actual_t is None:
-        result.problem = f"got {type(actual).__name__}, expected a tensor"
-        return result
-    if tuple(actual_t.shape) != tuple(expected.shape):
-        result.problem = f"shape {list(actual_t.shape)}, expected {list(expected.shape)}"
-        return result
-    if actual_t.dtype != expected.dtype:
-        result.problem = f"dtype {str(actual_t.dtype).replace('torch.', '')}, expected {result.dtype}"
+    result.problem = _kind_problem(expected, actual, actual_t, result.dtype)
+    if result.problem:
         return result
     if expected.numel() == 0 or not values:
         result.ok = True
         return result
-
     if not (expected.is_floating_point() or expected.is_complex()):
-        equal = (actual_t == expected).numpy()
-        off = ~equal
-        result.mismatched_fraction = float(off.mean())
-        result.max_abs_error = float(
-            (actual_t.to(torch.float64) - expected.to(torch.float64)).abs().max()
-        ) if expected.dtype != torch.bool else float(off.any())
-        result.max_rel_error = None
-        result.ok = not off.any()
-        if off.any():
-            result.worst_index = [int(i) for i in np.unravel_index(int(np.argmax(off)), off.shape)]
-            result.problem = (f"{int(off.sum())} of {off.size} values differ, first at {tuple(result.worst_index)} "
-                              "(exact match required)")
-        return result
-
-    e, a = _numpy64(expected), _numpy64(actual_t)
-    e_nan, a_nan = np.isnan(e), np.isnan(a)
-    both_finite = np.isfinite(e) & np.isfinite(a)
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.where(both_finite, np.abs(a - e), 0.0)
-    magnitude = np.abs(e)
-    allowed = atol + rtol * magnitude
-    if noise is not None:
-        allowed = np.maximum(allowed, np.abs(_numpy64(noise) - e) * 2)
-    # Special values must agree exactly: NaN with NaN, inf with the same inf.
-    special_off = (e_nan != a_nan) | (~both_finite & ~(e_nan & a_nan) & (e != a))
-    close = ~special_off & (~both_finite | (diff <= allowed))
-
-    result.max_abs_error = float(diff.max())
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(both_finite & (magnitude > 0), diff / magnitude, 0.0)
-    result.max_rel_error = float(rel.max())
-    if not special_off.any():
-        result.required_atol = float(np.max(np.maximum(diff - rtol * magnitude, 0.0)))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            need = np.where(magnitude > 0, (diff - atol) / magnitude, np.where(diff > atol, np.inf, 0.0))
-        result.required_rtol = float(max(np.max(need), 0.0))
+        return _exact(result, expected, actual_t)
+    e, a, diff, allowed, special_off, close = _measured(result, expected, actual_t, noise)
     if float32 is not None:
         result.mismatched_fraction = float((~close).mean())
         return _reduced(result, e, a, fp64() if fp64 is not None else None, float32(), atol)
@@ -247,6 +206,7 @@ def compare_leaf(
         return result
     # Where eager and the artifact agree to rtol (and a few rounding steps), no float64 run can say more.
     eps, tiny = _rounding(expected.dtype)
+    magnitude = np.abs(e)
     resolution = ROUNDING_STEPS * eps * magnitude + tiny
     if binding or fp64 is None or not (~close | (diff > rtol * magnitude + resolution)).any():
         return _off(result, ~close, diff - allowed, _tolerance_problem(atol, rtol, binding)) if (~close).any() \
@@ -259,6 +219,62 @@ def compare_leaf(
         return _off(result, ~close, diff - allowed, _tolerance_problem(atol, rtol, False)) if (~close).any() \
             else _ok(result)
     return _adjudicated(result, e, a, truth, close, atol, rtol, eps)
+
+
+def _kind_problem(expected: torch.Tensor, actual, actual_t, dtype: str) -> str | None:
+    """What keeps `actual` from being compared with `expected` value by value: its type, shape or dtype."""
+    if actual_t is None:
+        return f"got {type(actual).__name__}, expected a tensor"
+    if tuple(actual_t.shape) != tuple(expected.shape):
+        return f"shape {list(actual_t.shape)}, expected {list(expected.shape)}"
+    if actual_t.dtype != expected.dtype:
+        return f"dtype {str(actual_t.dtype).replace('torch.', '')}, expected {dtype}"
+    return None
+
+
+def _exact(result: LeafComparison, expected: torch.Tensor, actual_t: torch.Tensor) -> LeafComparison:
+    """An integer or boolean output: every value must be eager's."""
+    off = ~(actual_t == expected).numpy()
+    result.mismatched_fraction = float(off.mean())
+    result.max_abs_error = float(
+        (actual_t.to(torch.float64) - expected.to(torch.float64)).abs().max()
+    ) if expected.dtype != torch.bool else float(off.any())
+    result.max_rel_error = None
+    result.ok = not off.any()
+    if off.any():
+        result.worst_index = [int(i) for i in np.unravel_index(int(np.argmax(off)), off.shape)]
+        result.problem = (f"{int(off.sum())} of {off.size} values differ, first at {tuple(result.worst_index)} "
+                          "(exact match required)")
+    return result
+
+
+def _measured(result: LeafComparison, expected: torch.Tensor, actual_t: torch.Tensor, noise):
+    """A floating output's differences from eager, element by element, into `result`'s error fields; and
+    (eager's values, the artifact's, the differences, what the tolerance allows, where a NaN or an inf
+    disagrees, where they are close)."""
+    atol, rtol = result.atol, result.rtol
+    e, a = _numpy64(expected), _numpy64(actual_t)
+    e_nan, a_nan = np.isnan(e), np.isnan(a)
+    both_finite = np.isfinite(e) & np.isfinite(a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(both_finite, np.abs(a - e), 0.0)
+    magnitude = np.abs(e)
+    allowed = atol + rtol * magnitude
+    if noise is not None:
+        allowed = np.maximum(allowed, np.abs(_numpy64(noise) - e) * 2)
+    # Special values must agree exactly: NaN with NaN, inf with the same inf.
+    special_off = (e_nan != a_nan) | (~both_finite & ~(e_nan & a_nan) & (e != a))
+    close = ~special_off & (~both_finite | (diff <= allowed))
+    result.max_abs_error = float(diff.max())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(both_finite & (magnitude > 0), diff / magnitude, 0.0)
+    result.max_rel_error = float(rel.max())
+    if not special_off.any():
+        result.required_atol = float(np.max(np.maximum(diff - rtol * magnitude, 0.0)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            need = np.where(magnitude > 0, (diff - atol) / magnitude, np.where(diff > atol, np.inf, 0.0))
+        result.required_rtol = float(max(np.max(need), 0.0))
+    return e, a, diff, allowed, special_off, close
 
 
 ROUNDING_STEPS = 4  # rounding steps of the output's dtype at an element's size that are never a difference
@@ -429,21 +445,7 @@ def compare_outputs(
     Returns the per-leaf comparisons and a structure problem or note (None when identical).
     """
     expected_leaves, expected_spec = flatten(expected)
-    indexed = list(enumerate(expected_leaves))  # the index into eager's leaves, for the noise and fp64 runs
-    if flat:
-        actual_leaves = list(actual) if isinstance(actual, (list, tuple)) else [actual]
-        note = None
-        left_out = [f"{name} ({type(leaf).__name__})" for name, leaf in expected_leaves if not _graph_output(leaf)]
-        if left_out:  # the exporter leaves them out: a graph returns only tensors and numbers
-            indexed = [(i, pair) for i, pair in indexed if _graph_output(pair[1])]
-            shown = ", ".join(left_out[:4]) + (", ..." if len(left_out) > 4 else "")
-            note = (f"eager's output{'s' if len(left_out) > 1 else ''} {shown} left out: a graph returns only "
-                    "tensors and numbers")
-    else:
-        pairs, actual_spec = flatten(actual)
-        actual_leaves = [leaf for _, leaf in pairs]
-        same = actual_spec == expected_spec and [n for n, _ in pairs] == [n for n, _ in expected_leaves]
-        note = None if same else "output structure differs from eager"
+    indexed, actual_leaves, note = _paired(expected_leaves, expected_spec, actual, flat)
     if len(actual_leaves) != len(indexed):
         return [], f"{len(actual_leaves)} outputs, eager returns {len(indexed)}"
     noise_leaves = [leaf for _, leaf in flatten(noise)[0]] if noise is not None else None
@@ -472,6 +474,25 @@ def compare_outputs(
             result.note = "a complex output, returned by the graph as (real, imaginary) pairs in a last dimension of 2"
         results.append(result)
     return results, note
+
+
+def _paired(expected_leaves, expected_spec, actual, flat: bool):
+    """Eager's leaves to compare, with their index into all of eager's (for the noise and fp64 runs); the
+    artifact's leaves; and how their structures differ. A flat graph returns only tensors and numbers:
+    eager's other leaves are left out, and the note says so."""
+    indexed = list(enumerate(expected_leaves))
+    if not flat:
+        pairs, actual_spec = flatten(actual)
+        same = actual_spec == expected_spec and [n for n, _ in pairs] == [n for n, _ in expected_leaves]
+        return indexed, [leaf for _, leaf in pairs], None if same else "output structure differs from eager"
+    actual_leaves = list(actual) if isinstance(actual, (list, tuple)) else [actual]
+    left_out = [f"{name} ({type(leaf).__name__})" for name, leaf in expected_leaves if not _graph_output(leaf)]
+    if not left_out:
+        return indexed, actual_leaves, None
+    shown = ", ".join(left_out[:4]) + (", ..." if len(left_out) > 4 else "")
+    return ([(i, pair) for i, pair in indexed if _graph_output(pair[1])], actual_leaves,
+            f"eager's output{'s' if len(left_out) > 1 else ''} {shown} left out: a graph returns only tensors and "
+            "numbers")
 
 
 def _leaf_of(run):

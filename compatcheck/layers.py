@@ -24,8 +24,8 @@ LAYERS = (
       "compatcheck.variation", "compatcheck.recipes", "compatcheck.sweep")),
     ("report", "the report model (the JSON schema) and its renderers, route summaries", ("compatcheck.report",)),
     ("ground", "the package's face (its version), the options table, the ladder and route tables, errors, files, "
-               "redaction, the model's text made inert, what the host has",
-     ("compatcheck", "compatcheck.call", "compatcheck.options", "compatcheck.ladder", "compatcheck.errors", "compatcheck.files", "compatcheck.redact",
+               "redaction, the model's text made inert, what the host has, deadlines for blocks of code",
+     ("compatcheck", "compatcheck.call", "compatcheck.deadline", "compatcheck.options", "compatcheck.ladder", "compatcheck.errors", "compatcheck.files", "compatcheck.redact",
       "compatcheck.untrusted", "compatcheck.target", "compatcheck.host", "compatcheck.loaded_files", "compatcheck.layers")),
 )
 

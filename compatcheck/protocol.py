@@ -8,7 +8,10 @@ belongs to the model):
   loaded        the model, its input sets and the environment it runs in
   start         a stage begins
   step          what the stage is doing now (an input set, the sweep, diagnosis), for a timeout's or
-                a crash's reason; it does not restart the stage's clock
+                a crash's reason; the first step of a phase names it and the seconds after which the
+                supervisor kills the worker, which restarts the clock
+  judged        a stage's verdict as soon as the phases that run its artifact are done, and again after
+                each later phase, with the evidence it was judged from: a kill in a later phase keeps it
   result        a stage's result, the artifacts so far and what the run has loaded so far
   done          every stage of the request ran
 A worker that dies mid-stage simply stops writing; the supervisor records the crash and starts
@@ -23,6 +26,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, Field, TypeAdapter
 
 from compatcheck.report.model import ModelInfo, StageResult
+from compatcheck.report.verdict import Evidence
 
 
 class WorkerRequest(BaseModel):
@@ -60,6 +64,14 @@ class Step(BaseModel):
     stage: str
     what: str = Field(description="what the stage is doing, as words after 'the worker was killed': "
                                    "'on input set 2 of 2', 'while diagnosing'")
+    phase: str | None = Field(None, description="the phase this step starts (worker/phases.py)")
+    kill_after: float | None = Field(None, description="seconds the phase may run before the worker is killed")
+
+
+class Judged(BaseModel):
+    type: Literal["judged"] = "judged"
+    result: StageResult
+    evidence: Evidence
 
 
 class Finished(BaseModel):
@@ -73,5 +85,5 @@ class Done(BaseModel):
     type: Literal["done"] = "done"
 
 
-Message = Annotated[Union[UsageErrorMessage, Loaded, Started, Step, Finished, Done], Field(discriminator="type")]
+Message = Annotated[Union[UsageErrorMessage, Loaded, Started, Step, Judged, Finished, Done], Field(discriminator="type")]
 MESSAGE = TypeAdapter(Message)

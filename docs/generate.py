@@ -7,7 +7,8 @@ Two kinds of region, each between marker comments in the Markdown:
 
 - `<!-- generated: NAME -->` ... `<!-- /generated -->`: a table made from the code (NAME is a key
   of TABLES): `options` from the options table (compatcheck/options.py), `layers` from the layer
-  list (compatcheck/layers.py) and the package's files.
+  list (compatcheck/layers.py) and the package's files, `verdict-rules` from the verdict's rule table
+  (compatcheck/report/verdict.py), `phases` from a stage's phases (compatcheck/worker/phases.py).
 - `<!-- output: COMMAND -->` ... `<!-- /output -->`: what COMMAND prints, from a real run of it.
   COMMAND is `compatcheck run PATH [FLAGS]`; with `--markdown FILE` the block is the checklist the
   run writes there, otherwise the terminal output. `COMMAND | PARTS` keeps only some parts: `first
@@ -137,7 +138,31 @@ def layers_table() -> str:
     return "\n".join(out)
 
 
-TABLES = {"options": options_table, "layers": layers_table}
+def verdict_rules_table() -> str:
+    """The verdict's rules in the order they are tried (compatcheck/report/verdict.py)."""
+    from compatcheck.report.verdict import RULES
+
+    out = ["| | rule | when | verdict |", "|---|---|---|---|"]
+    out += [f"| {index} | {rule.name} | {_cell(rule.says)} | `{rule.status.value}` |"
+            for index, rule in enumerate(RULES, 1)]
+    return "\n".join(out)
+
+
+def phases_table() -> str:
+    """A stage's phases in the order they run, with their budgets (compatcheck/worker/phases.py)."""
+    from compatcheck.report.verdict import JUDGED
+    from compatcheck.worker.phases import PHASES
+
+    out = ["| phase | evidence for the verdict | budget | stopped inside the worker | when it does not end |",
+           "|---|---|---|---|---|"]
+    out += [f"| `{phase.name}` | {'yes' if phase.name in JUDGED else 'no: findings and notes'} | "
+            f"{_cell(phase.budget)} | {'yes' if phase.stoppable else 'no: the worker is killed'} | "
+            f"{_cell(phase.lost)} |" for phase in PHASES]
+    return "\n".join(out)
+
+
+TABLES = {"options": options_table, "layers": layers_table, "verdict-rules": verdict_rules_table,
+          "phases": phases_table}
 
 
 # -- output blocks from real runs -------------------------------------------------------------------

@@ -16,7 +16,7 @@ from compatcheck.compare import compare_leaf
 from compatcheck.diagnose.precision import ddmin
 from compatcheck.errors import UsageError
 from compatcheck.options import cache_key_values, parse
-from compatcheck.report.model import migrate
+from compatcheck.report.model import SCHEMA_VERSION, migrate
 from compatcheck.spec import InputSet, cast_inputs, cast_model
 from compatcheck.triton.local import LocalLauncher
 from tests.conftest import MODELS, ROOT, run_cli, verdicts
@@ -242,5 +242,5 @@ def test_reports_before_schema_version_5_read_as_judged_in_float32_on_the_cpu():
     for version in (2, 3, 4):
         migrated = migrate({"schema_version": version, "options": {"atol": None}})
         assert migrated["options"] == {"dtype": "float32", "device": "cpu", "atol": None}
-        assert migrated["schema_version"] == 5
+        assert migrated["schema_version"] == SCHEMA_VERSION
     assert migrate({"schema_version": 5, "options": {"dtype": "float16"}})["options"] == {"dtype": "float16"}

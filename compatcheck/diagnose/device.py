@@ -22,7 +22,6 @@ import linecache
 import re
 import sys
 import textwrap
-import traceback
 import types
 import warnings
 from contextlib import contextmanager

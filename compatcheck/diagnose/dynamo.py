@@ -9,11 +9,9 @@ default the stage's own time plus 10 s) and the finding says when the list was c
 from __future__ import annotations
 
 import re
-import signal
-import threading
 import time
-from contextlib import contextmanager
 
+from compatcheck.deadline import within
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
 from compatcheck.diagnose.errors import error_finding, error_stack
@@ -40,30 +38,6 @@ def _op(code: str | None, reason: str) -> str | None:
 DEFAULT_EXTRA_SECONDS = 10.0
 
 
-class _OutOfBudget(BaseException):
-    """Raised by the timer inside dynamo; a BaseException, so dynamo's own handlers let it through."""
-
-
-@contextmanager
-def _deadline(seconds: float):
-    """Interrupt the block after `seconds` with _OutOfBudget (a timer signal: only in the main thread)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum, frame):
-        raise _OutOfBudget
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    # It fires again every 0.5 s until the block is left, in case code under it swallowed the first one.
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001), 0.5)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def budget(ctx) -> float:
     """Seconds the search for further graph breaks may take."""
     given = ctx.options.diagnose_budget
@@ -81,17 +55,14 @@ def _breaks(ctx, seconds: float) -> tuple[list[tuple[str, list]], bool]:
 
     first = ctx.spec.input_sets[0]
     explainer = ExplainWithBackend("eager")
-    cut_short = False
     torch._dynamo.reset()
     try:
         with torch._dynamo.config.patch(capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True), \
-                torch.no_grad(), _deadline(seconds):
+                torch.no_grad(), within(seconds) as timer:
             torch.compile(ctx.spec.model, backend=explainer)(*first.args, **first.kwargs)
-    except _OutOfBudget:
-        cut_short = True
     finally:
         torch._dynamo.reset()
-    return [(reason.reason, reason.user_stack) for reason in explainer.break_reasons], cut_short
+    return [(reason.reason, reason.user_stack) for reason in explainer.break_reasons], timer.expired
 
 
 def _headline(error: BaseException) -> str:

@@ -231,35 +231,21 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
             mine = [cell for cell in cells if cell.environment == env_name]
             if not mine:
                 continue
-            built = None
             try:
-                inputs = environments.key_inputs(env)
-                key = environments.env_key(inputs)
-                offline = environments.unreachable(env) if env.optional else None
-                if offline:  # e.g. the nightly index off this network: reported, not gated
-                    display.env_unavailable(env_name, offline)
-                    for cell in mine:
-                        results[cell.id] = processes.write(cell.result(
-                            cell.key(key), unavailable=True, error=f"optional environment {env_name}: {offline}"))
-                    continue
-                if refresh or not environments.pinned(env):
-                    # What it resolves to decides its cells' key: a resumed cell must have run on the same.
-                    built = environments.ensure(env_name, env, env_dir, display.env_building, refresh=refresh)
-                    key = environments.env_key({**inputs, "resolved": built.resolved})
+                key, built, offline = _environment_key(env_name, env, env_dir, display, refresh)
             except environments.BuildError as exc:
                 display.env_failed(env_name, str(exc))
                 for cell in mine:
                     results[cell.id] = processes.write(cell.result("", error=f"environment {env_name} could not be "
                                                                           f"built: {exc}"))
                 continue
-            todo = []
-            for cell in mine:
-                previous = _previous(out_dir / "cells" / f"{cell.stem}.json") if resume else None
-                if previous and previous.finished and previous.key == cell.key(key):
-                    results[cell.id] = previous
-                    display.cell_done(previous, resumed=True)
-                else:
-                    todo.append(cell)
+            if offline:  # e.g. the nightly index off this network: reported, not gated
+                display.env_unavailable(env_name, offline)
+                for cell in mine:
+                    results[cell.id] = processes.write(cell.result(
+                        cell.key(key), unavailable=True, error=f"optional environment {env_name}: {offline}"))
+                continue
+            todo = _to_run(mine, key, out_dir, resume, results, display)
             if not todo:
                 continue
             try:
@@ -284,6 +270,32 @@ def run_matrix(matrix: Matrix, cells: list[Cell], out_dir: Path, env_dir: Path, 
         pool.shutdown(wait=True)
         processes.close()
     return [results[cell.id] for cell in cells if cell.id in results]
+
+
+def _environment_key(env_name: str, env, env_dir: Path, display, refresh: bool):
+    """The key of the environment's cells, the environment where that needed building it, and why an
+    optional environment cannot be reached (then nothing is built)."""
+    inputs = environments.key_inputs(env)
+    key = environments.env_key(inputs)
+    offline = environments.unreachable(env) if env.optional else None
+    if offline or not (refresh or not environments.pinned(env)):
+        return key, None, offline
+    # What it resolves to decides its cells' key: a resumed cell must have run on the same.
+    built = environments.ensure(env_name, env, env_dir, display.env_building, refresh=refresh)
+    return environments.env_key({**inputs, "resolved": built.resolved}), built, None
+
+
+def _to_run(mine: list[Cell], key: str, out_dir: Path, resume: bool, results: dict, display) -> list[Cell]:
+    """The cells still to run; with --resume, one that finished under the same key is taken as it is."""
+    todo = []
+    for cell in mine:
+        previous = _previous(out_dir / "cells" / f"{cell.stem}.json") if resume else None
+        if previous and previous.finished and previous.key == cell.key(key):
+            results[cell.id] = previous
+            display.cell_done(previous, resumed=True)
+        else:
+            todo.append(cell)
+    return todo
 
 
 def _previous(path: Path) -> CellResult | None:

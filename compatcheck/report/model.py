@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from compatcheck.ladder import NAMES
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 READABLE_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
@@ -188,6 +188,18 @@ class Precision(BaseModel):
                                                  "on its own (onnxruntime's CPU provider)")
 
 
+class PhaseRecord(BaseModel):
+    """One phase of a stage's run (worker/phases.py): what it did with its budget."""
+
+    name: str = Field(description="build, sweep, load, timing, diagnosis, meta or recipes")
+    outcome: str = Field(description="ran; cut-short (it stopped its own work at its budget); timed-out (stopped "
+                                     "from outside: its deadline, or the supervisor's kill); failed (compatcheck's "
+                                     "own code raised)")
+    seconds: float = 0.0
+    budget: float | None = Field(None, description="the seconds it was given")
+    note: str | None = Field(None, description="what it left undone, in words")
+
+
 class StageResult(BaseModel):
     name: str = Field(description="the stage, in ladder order", json_schema_extra={"enum": list(NAMES)})
     status: Status
@@ -214,6 +226,8 @@ class StageResult(BaseModel):
     precision: Precision | None = Field(None, description="with --dtype float16 or bfloat16: backend fidelity and "
                                                           "the distance from the float32 answers")
     load: ServedLoad | None = Field(None, description="triton: the served model under concurrent requests")
+    phases: list[PhaseRecord] = Field([], description="each phase the stage ran, in order, with its budget and "
+                                                      "outcome")
 
 
 class Route(BaseModel):
@@ -288,7 +302,7 @@ def migrate(data: dict) -> dict:
         data = {**data, "options": options}
     if data.get("schema_version", 1) < 5:  # before --dtype and --device: the model as given, on the CPU
         data = {**data, "options": {"dtype": "float32", "device": "cpu", **data.get("options", {})}}
-    # The other versions after 3 only added keys, with defaults.
+    # The other versions after 3 only added keys, with defaults (6: a stage's phases).
     return {**data, "schema_version": SCHEMA_VERSION}
 
 

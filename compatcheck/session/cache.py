@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Callable
 
 from compatcheck import __version__, ladder, redact
-from compatcheck.files import copy_into, read_json, real_folder, write_atomically
+from compatcheck.files import copy_into, real_folder, write_atomically
 from compatcheck.loaded_files import unchanged
 from compatcheck.host import RELEVANT
 from compatcheck.options import cache_key_values

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compatcheck.errors import UsageError
-from compatcheck.protocol import Finished, Loaded, Started, UsageErrorMessage, WorkerRequest
+from compatcheck.protocol import Finished, Judged, Loaded, Started, UsageErrorMessage, WorkerRequest
 from compatcheck.report.model import ModelInfo, StageResult, blocker
+from compatcheck.report.verdict import Evidence
 
 
 @dataclass
@@ -23,6 +24,8 @@ class Outcome:
     dependencies: dict[str, dict] = field(default_factory=dict)  # per computed stage: the worker's manifest
     producers: dict[str, int] = field(default_factory=dict)  # per computed stage: the lane whose worker ran it
     workers: int = 0
+    # per stage still running: the verdict its worker sent, and the evidence it was judged from
+    judged: dict[str, tuple[StageResult, Evidence]] = field(default_factory=dict)
 
     def request(self, stages: list[str], options, workdir: Path, *, save_inputs: bool, **model) -> WorkerRequest:
         """A worker's request for `stages`, with what earlier workers made and concluded; `model` names
@@ -40,10 +43,13 @@ class Outcome:
         if isinstance(message, Loaded):
             if self.model is None:
                 self.model, self.environment = message.model, message.environment
+        elif isinstance(message, Judged):
+            self.judged[message.result.name] = (message.result, message.evidence)
         elif isinstance(message, Started):
             return "start", message.stage, None
         elif isinstance(message, Finished):
             result = message.result
+            self.judged.pop(result.name, None)
             self.artifacts.update(message.artifacts)
             self.results[result.name] = result
             if message.dependencies:

@@ -13,8 +13,9 @@ from typing import Callable
 from compatcheck import __version__, ladder, redact, untrusted
 from compatcheck.errors import UsageError
 from compatcheck.loaded_files import unchanged
-from compatcheck.report import routes
-from compatcheck.report.model import CacheOrigin, Report, StageResult, Status, blocker
+from compatcheck.report import routes, verdict
+from compatcheck.report.model import CacheOrigin, Report, StageResult, blocker
+from compatcheck.report.verdict import Evidence
 from compatcheck.session.cache import StageCache, Unusable, run_key
 from compatcheck.session.cache import default_dir as default_cache_dir
 from compatcheck.session.supervisor import Supervisor
@@ -71,7 +72,7 @@ def settled_skips(done: dict[str, StageResult], options) -> dict[str, StageResul
             known = done.get(needed) or skips.get(needed)
             if known is not None and needed not in known.artifacts:
                 reason = ladder.missing_artifact(needed, known.status.value, blocker(known.findings))
-                skips[name] = StageResult(name=name, status=Status.SKIP, reason=reason)
+                skips[name] = verdict.result(name, Evidence(skipped=reason))
                 break
     return skips
 
@@ -244,7 +245,7 @@ def _assemble(report: Report, request: RunRequest, known: _Known, outcome, workd
     report.dependencies = dict(sorted(known.dependencies.items()))
     for name in request.options.stages:
         result = outcome.results.get(name)
-        report.stages.append(result or StageResult(name=name, status=Status.SKIP, reason=INTERRUPTED))
+        report.stages.append(result or verdict.result(name, Evidence(skipped=INTERRUPTED)))
         stage = report.stages[-1]
         # The working folder is removed: artifacts live on only where --artifacts put them.
         stage.artifacts = {key: published.path_of(workdir, path) for key, path in stage.artifacts.items()

@@ -27,7 +27,9 @@ from compatcheck.session.containment import Box, Containment
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.protocol import MESSAGE, Done, Step, WorkerRequest
-from compatcheck.report.model import StageResult, Status
+from compatcheck.report import verdict
+from compatcheck.report.model import PhaseRecord, StageResult
+from compatcheck.report.verdict import Evidence
 from compatcheck.session.outcome import Outcome
 
 LOG_TAIL = 2000
@@ -93,6 +95,36 @@ def _kill_group(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     process.wait()
+
+
+class _Watch:
+    """What the supervisor knows of the worker's current stage: which phase it is in since when, and
+    when the worker is to be killed."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.stage: str | None = None
+        self.phase: str | None = None
+        self.budget: float | None = None
+        self.doing = ""  # the current stage's last step, in words: where a timeout or crash came
+        self.started = self.phase_started = time.monotonic()
+        self.deadline = self.started + timeout
+
+    def step(self, message: Step) -> None:
+        if message.stage != self.stage:
+            return
+        self.doing = f" {message.what}"
+        if message.phase is not None:
+            self.phase, self.phase_started = message.phase, time.monotonic()
+            self.budget = message.kill_after
+            self.deadline = self.phase_started + (message.kill_after or self.timeout)
+
+    def event(self, kind: str, stage: str) -> None:
+        """A stage started (its clock starts) or ended."""
+        self.stage = stage if kind == "start" else None
+        self.phase, self.budget, self.doing = None, None, ""
+        self.started = self.phase_started = time.monotonic()
+        self.deadline = self.started + self.timeout
 
 
 class Supervisor:
@@ -180,55 +212,70 @@ class Supervisor:
                                            **model)
         process, messages, box = self._spawn(request, lane)
         log = self.workdir / f"worker-{lane}.log"
-        current: str | None = None
-        doing = ""  # the current stage's last step, in words: where a timeout or crash came
-        started = time.monotonic()
-        deadline = started + self.options.timeout
+        watch = _Watch(self.options.timeout)
         try:
             while True:
-                message = messages.next(deadline, process)
+                message = messages.next(watch.deadline, process)
                 if message == "timeout":
                     _kill_group(process)
-                    if current is None:
+                    if watch.stage is None:
                         raise UsageError(f"loading the model took longer than --timeout {self.options.timeout:g}s")
-                    self._record(remaining, current, Status.TIMEOUT, time.monotonic() - started,
-                                 f"no result after --timeout {self.options.timeout:g}s; the worker was killed{doing}")
+                    self._ended(remaining, watch, "timeout", f"the worker was killed{watch.doing}")
                     return
                 if message is None:
                     code = process.wait()
                     if self.stopping:
                         return
-                    why = _describe_exit(code)
-                    if current is None:
+                    if watch.stage is None:
                         if self.outcome.model is None:
-                            raise UsageError(self._load_failure(why, _log_tail(log)))
-                        current = remaining[0]
-                    self._record(remaining, current, Status.CRASH, time.monotonic() - started, why + doing,
-                                 _log_tail(log))
+                            raise UsageError(self._load_failure(_describe_exit(code), _log_tail(log)))
+                        watch.stage = remaining[0]
+                    self._ended(remaining, watch, "crash", _describe_exit(code) + watch.doing, _log_tail(log))
                     return
                 if isinstance(message, Done):
                     return
                 if isinstance(message, Step):
-                    doing = f" {message.what}" if message.stage == current else ""
+                    watch.step(message)
                     continue
                 with self.lock:
                     event = self.outcome.receive(message, lane)
-                deadline = time.monotonic() + self.options.timeout  # a stage's time starts at its start
                 if event is None:
                     continue
-                kind, current, result = event
-                if kind == "start":
-                    started, doing = time.monotonic(), ""
-                else:
-                    remaining.remove(current)
-                    current, doing = None, ""
-                self.on_event(kind, event[1], result)
+                kind, stage, result = event
+                watch.event(kind, stage)
+                if kind == "result":
+                    remaining.remove(stage)
+                self.on_event(kind, stage, result)
         finally:
             messages.close()
             _kill_group(process)
             box.end()  # what the model started outside the group, or that outlived the worker
             with self.lock:
                 self.processes.discard(process)
+
+    def _ended(self, remaining, watch: "_Watch", how: str, why: str, detail: str | None = None) -> None:
+        """The current stage's result when its worker died or was killed: the verdict it was already
+        judged to have, with the phase that did not end; else a crash or timeout of its own."""
+        stage, seconds = watch.stage, time.monotonic() - watch.started
+        judged = self.outcome.judged.get(stage)
+        if judged is not None and watch.phase not in (None, "build"):
+            result, evidence = judged
+            said = (f"was cut short: the worker was killed after {watch.budget:g}s{watch.doing}" if how == "timeout"
+                    else f"ended with its worker: {why}")
+            evidence.phases.append(PhaseRecord(
+                name=watch.phase, outcome="timed-out" if how == "timeout" else "crashed",
+                seconds=round(time.monotonic() - watch.phase_started, 3), budget=watch.budget,
+                note=f"the {watch.phase} phase {said}; what it would have found is missing"))
+            result = verdict.rejudged(result, evidence)
+        else:
+            if how == "timeout":
+                why = f"no result after --timeout {self.options.timeout:g}s; {why}"
+            result = verdict.result(stage, Evidence(ended=how, ended_why=why), seconds=round(seconds, 3),
+                                    error=detail)
+        with self.lock:
+            self.outcome.results[stage] = result
+        remaining.remove(stage)
+        self.on_event("result", stage, result)
 
     def _load_failure(self, why: str, log: str) -> str:
         """One line on a worker that died before it loaded the model."""
@@ -237,13 +284,6 @@ class Supervisor:
         if self.options.memory_limit:
             said += f" (under --memory-limit {self.options.memory_limit}M: try a larger one)"
         return f"{why} while loading the model{said}"
-
-    def _record(self, remaining, stage, status, seconds, reason, detail=None) -> None:
-        result = StageResult(name=stage, status=status, seconds=round(seconds, 3), reason=reason, error=detail)
-        with self.lock:
-            self.outcome.results[stage] = result
-        remaining.remove(stage)
-        self.on_event("result", stage, result)
 
     def stop(self) -> None:
         """Kill every worker and everything it started (compile workers, servers), and reap them."""

@@ -36,6 +36,7 @@ class Stage:
     # The artifact runs torch's own kernels, so under eager's seed it draws eager's random numbers: its
     # random outputs are compared by value.
     same_random = False
+    serves = False  # it has a load run (under_load)
 
     def needs(self, ctx: "StageContext") -> tuple[Feature, ...]:
         """The torch features the stage uses with these options (see torch_features.py)."""
@@ -117,7 +118,7 @@ class StageContext:
         self._sweep = None
         self.artifact_dir: Path | None = None  # where a recipe's build writes, away from the stage's own files
         # Tells the parent what the current stage is doing (protocol.Step), for a timeout's or crash's reason.
-        self.step: Callable[[str], None] = lambda what: None
+        self.step: Callable[..., None] = lambda what, **phase: None
 
     @property
     def tolerances(self) -> Tolerances:

@@ -28,7 +28,6 @@ class Eager(Stage):
     name = "eager"
 
     def __init__(self):
-        self.unchecked: str | None = None  # how far the device check on meta got, where it stopped short
         self.unstable: str | None = None  # where eager itself is far from float64
         self.batching: list[Finding] = []
 
@@ -41,22 +40,17 @@ class Eager(Stage):
         return f"torch {torch.__version__}"
 
     def note(self, ctx: StageContext) -> str | None:
-        return "; ".join(filter(None, [self.unstable, self.unchecked])) or None
+        return self.unstable
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
-        from compatcheck.diagnose.device import device_traps
-
         findings = []
-        devices = device_traps(ctx)
-        self.unchecked = devices.note
         if error is not None:
             frame = ctx.spec.user.from_exception(error)
             findings.append(ctx.spec.user.finding(
                 self.name, "eager-error", f"the model itself raises {type(error).__name__}: {error}",
                 location=frame,
             ))
-            return findings + devices.findings
-        findings.extend(devices.findings)
+            return findings
         if ctx.spec.arrived_training:
             findings.extend(self._training_mode(ctx))
         findings.extend(input_mutation(ctx, self.name))

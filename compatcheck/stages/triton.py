@@ -93,6 +93,7 @@ def _latency(label: str, seconds: list[float]) -> str:
 
 class Triton(Stage):
     name = "triton"
+    serves = True
     flat_outputs = True
 
     def __init__(self):
@@ -166,6 +167,12 @@ class Triton(Stage):
         self.load_seconds = time.perf_counter() - started
         self.resources.callback(client.unload, name)
 
+        self.client, self.model, self.io, self.urls = client, name, io, (http_url, grpc_url)
+        return self._runner(launcher, client, name, io)
+
+    def _runner(self, launcher, client, name: str, io):
+        """One input set sent over each protocol; the answers must be the same, and the HTTP one is the
+        stage's."""
         names = [spec.name for spec in io.inputs]
         outputs = [spec.name for spec in io.outputs]
 
@@ -187,7 +194,6 @@ class Triton(Stage):
             return answers["http"]
 
         self.infer = infer
-        self.client, self.model, self.io, self.urls = client, name, io, (http_url, grpc_url)
         return run
 
     def _misfits(self, ctx: StageContext, io, config, largest: int) -> list[Finding]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from compatcheck.protocol import Done, Finished, Loaded, Started, Step, UsageErrorMessage, WorkerRequest
+from compatcheck.protocol import Done, Finished, Judged, Loaded, Started, Step, UsageErrorMessage, WorkerRequest
 
 
 def load_spec(request: WorkerRequest):
@@ -65,11 +65,18 @@ def run_stages(spec, request: WorkerRequest, send, manifest=dict) -> None:
         reproduce.save_inputs(spec.input_sets, workdir / "inputs.npz")
     for name in request.stages:
         stage = stages.load(name)  # one stage at a time: what it holds goes when the next one starts
-        reproduce.write(stage, ctx, None)  # a crash or timeout leaves it without a verdict to reach
+        reproduce.write(stage, ctx, None)  # a crash or timeout before the verdict leaves it without one to reach
         send(Started(stage=stage.name))
-        ctx.step = lambda what, name=stage.name: send(Step(stage=name, what=what))
+        ctx.step = lambda what, name=stage.name, **phase: send(Step(stage=name, what=what, **phase))
+
+        def judged(result, evidence, stage=stage, written=[]):
+            if result.status.value not in written:  # the verdict only gains notes after the first time
+                written.append(result.status.value)
+                reproduce.write(stage, ctx, result.status.value)
+            send(Judged(result=result, evidence=evidence))
+
         try:
-            result = run_stage(stage, ctx)
+            result = run_stage(stage, ctx, judged)
         except UsageError as exc:  # the model's own inputs or outputs are unusable, whatever the stage
             send(UsageErrorMessage(message=str(exc)))
             return
@@ -77,8 +84,6 @@ def run_stages(spec, request: WorkerRequest, send, manifest=dict) -> None:
         ctx.blockers[stage.name] = blocker(result.findings)
         if result.status.value == "skip":
             (workdir / f"reproduce_{stage.name}.py").unlink(missing_ok=True)
-        else:
-            reproduce.write(stage, ctx, result.status.value)
         send(Finished(result=result, artifacts=dict(ctx.artifacts), dependencies=manifest()))
     send(Done())
 

@@ -111,7 +111,9 @@ class Reproduction:
 
         from compatcheck import stages
         from compatcheck.errors import one_line
-        from compatcheck.worker.harness import isolated_globals, run_input_set, status_of
+        from compatcheck.report.verdict import Evidence, judge
+        from compatcheck.worker.guards import isolated_globals
+        from compatcheck.worker.runs import run_input_set
 
         with isolated_globals(), torch.no_grad():  # the deployer's recipe, as the stage built it
             try:
@@ -129,8 +131,8 @@ class Reproduction:
                         one = run_input_set(self.ctx, lambda s: run(s.args, s.kwargs), index, input_set,
                                             stages.load(stage))
                         sets.append(one)
-                        print(f"input set {index + 1}: {status_of([one]).value}{_detail(one)}")
-                    verdict = status_of(sets).value
+                        print(f"input set {index + 1}: {judge(Evidence(input_sets=[one]))[0].value}{_detail(one)}")
+                    verdict = judge(Evidence(input_sets=sets))[0].value
         print(f"verdict: {verdict}; compatcheck reported {expected or 'no verdict'}")
         return 0 if verdict == expected else 1
 

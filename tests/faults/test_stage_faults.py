@@ -77,11 +77,16 @@ def test_a_stage_that_changes_its_model_and_fails_leaves_the_next_stages_as_if_i
     assert all(s["max_abs_error"] < 1e-4 for s in without["stages"])  # the copies were pristine, not merely alike
 
 
-def test_recipes_stop_before_they_would_run_a_failed_stage_past_its_timeout(tmp_path):
-    # Three recipes of about the stage's own cost would reach the timeout (and cost the stage its verdict).
+def test_recipes_that_outlast_their_budget_leave_the_stage_its_own_fail(tmp_path):
+    # Each recipe costs about 4 s; --diagnose-budget 5 ends the search during the second.
     proc, report = run_json(tmp_path, "run", str(HERE / "exports_slowly_then_fails.py"), "--stages",
-                            "eager,onnx_export", "--timeout", "20", timeout=300)
+                            "eager,onnx_export", "--timeout", "20", "--diagnose-budget", "5", timeout=300)
     onnx = next(s for s in report["stages"] if s["name"] == "onnx_export")
     assert onnx["status"] == "fail" and "cannot be exported" in onnx["reason"]
-    assert any("cut short" in line and "--timeout 20" in line for line in onnx["recipes"]), onnx["recipes"]
+    said = "the recipe search was cut short: --diagnose-budget 5s ran out"
+    assert f"({said})" in onnx["reason"]
+    cut = [line for line in onnx["recipes"] if line.endswith(said)]
+    assert cut and cut[0].split(": ")[1].startswith("not finished"), onnx["recipes"]
+    phase = next(p for p in onnx["phases"] if p["name"] == "recipes")
+    assert phase["outcome"] == "timed-out" and phase["budget"] == 10.0
     assert onnx["seconds"] < 20

@@ -1,5 +1,5 @@
 """Every export of it (torch.export, both ONNX exporters) takes a few seconds and then fails: the recipes
-onnx_export tries after its own failure cost as much, and must not run the stage past --timeout."""
+onnx_export tries after its own failure cost as much, and run under --diagnose-budget, never the stage's verdict."""
 
 import time
 

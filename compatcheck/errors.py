@@ -2,6 +2,7 @@
 exception is worded on one line in a report."""
 
 import re
+from collections.abc import Iterator
 
 
 class UsageError(Exception):
@@ -35,13 +36,16 @@ def one_line(exc: BaseException, limit: int = 240) -> str:
     return head + first
 
 
-def causes(error: BaseException | None):
-    """The error and each `__cause__` below it, each once: a chain can loop (`raise exc from exc`)."""
+def chain(error: BaseException | None, *, contexts: bool = True) -> Iterator[BaseException]:
+    """The error and each exception behind it, each once (a chain can loop: `raise exc from exc`): what
+    it was raised from (`__cause__`); with `contexts`, else what it was raised while handling
+    (`__context__`) or what it wraps (inductor's `inner_exception`). The one walk of a cause chain."""
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         yield error
-        error = error.__cause__
+        error = error.__cause__ or ((error.__context__ or getattr(error, "inner_exception", None)) if contexts
+                                    else None)
 
 
 def restated(restatement: BaseException, error: BaseException) -> BaseException:
@@ -54,9 +58,4 @@ def restated(restatement: BaseException, error: BaseException) -> BaseException:
 
 def chain_text(error: BaseException | None) -> str:
     """Every message along an exception's causes and contexts: exporters restate errors and chain the real one."""
-    texts, seen = [], set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        texts.append(str(error))
-        error = error.__cause__ or error.__context__
-    return "\n".join(texts)
+    return "\n".join(str(one) for one in chain(error))

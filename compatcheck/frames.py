@@ -14,7 +14,8 @@ import re
 import traceback
 from pathlib import Path
 
-from compatcheck.report.model import Finding
+from compatcheck.errors import chain
+
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _TRACED_FRAME = re.compile(r"^(.+\.py)\((\d+)\): \S+$")
@@ -62,7 +63,7 @@ def library_path(filename: str | None, users: frozenset[str] = frozenset()) -> s
     return None
 
 
-def _pairs(stack) -> list[tuple[str, int]]:
+def pairs_of(stack) -> list[tuple[str, int]]:
     """(file, line) per frame, outermost first, from FrameSummaries or a printed Python stack."""
     if stack is None:
         return []
@@ -177,14 +178,8 @@ class UserCode:
 
     def from_exception(self, exc: BaseException) -> traceback.FrameSummary | None:
         """The innermost user frame of an exception, following its cause and context chain."""
-        seen = set()
-        while exc is not None and id(exc) not in seen:
-            seen.add(id(exc))
-            frame = self.innermost(traceback.extract_tb(exc.__traceback__))
-            if frame is not None:
-                return frame
-            exc = exc.__cause__ or exc.__context__
-        return None
+        return next((frame for one in chain(exc) if (frame := self.innermost(traceback.extract_tb(one.__traceback__)))),
+                    None)
 
     def locations(self, text: str | None) -> list[tuple[str, int]]:
         """Every user location in printed text, in text order."""
@@ -198,20 +193,18 @@ class UserCode:
     def library_frame(self, stack) -> tuple[str, int] | None:
         """The innermost library frame below the user's innermost one (or anywhere, when the stack
         never passes through the user's code); `stack` is FrameSummaries or a printed stack."""
-        pairs = _pairs(stack)
+        pairs = pairs_of(stack)
         user = max((i for i, (name, _) in enumerate(pairs) if self.owns(name)), default=-1)
         return next(((name, line) for name, line in reversed(pairs[user + 1:]) if library_path(name, self.packages)), None)
 
     def exception_stack(self, exc: BaseException) -> list[traceback.FrameSummary]:
         """The traceback of the exception in the cause/context chain that passes through the user's code,
         else of the innermost one: the stack the error happened in."""
-        seen, last = set(), []
-        while exc is not None and id(exc) not in seen:
-            seen.add(id(exc))
-            last = traceback.extract_tb(exc.__traceback__)
+        last = []
+        for one in chain(exc):
+            last = traceback.extract_tb(one.__traceback__)
             if self.innermost(last) is not None:
                 return last
-            exc = exc.__cause__ or exc.__context__
         return last
 
     def from_stack_text(self, text: str | None) -> tuple[str, int] | None:
@@ -219,28 +212,15 @@ class UserCode:
         found = self.locations(text)
         return found[-1] if found else None
 
-    def finding(self, stage: str, kind: str, message: str, *, location=None, op=None, rewrite=None,
-                stack=None) -> Finding:
-        """A finding pointing at `location` (a FrameSummary or a (file, line) pair), by default the
-        innermost user frame of `stack`; a library frame below it in `stack` is recorded too."""
+    def location(self, location=None, stack=None) -> tuple[str | None, int | None]:
+        """(file, line) of `location` (a FrameSummary or a (file, line) pair), by default the innermost
+        user frame of `stack`."""
         if location is None and stack is not None:
-            pairs = [pair for pair in _pairs(stack) if self.owns(pair[0])]
+            pairs = [pair for pair in pairs_of(stack) if self.owns(pair[0])]
             location = pairs[-1] if pairs else None
-        file = line = None
         if isinstance(location, traceback.FrameSummary):
-            file, line = location.filename, location.lineno
-        elif location:
-            file, line = location
-        finding = Finding(
-            stage=stage, kind=kind, op=op, file=self.display(file), line=line, code=_source(file, line),
-            message=message, rewrite=rewrite,
-        )
-        library = self.library_frame(stack) if stack is not None else None
-        if library is not None:
-            finding.library_file = library_path(library[0], self.packages)
-            finding.library_line = library[1]
-            finding.library_code = _source(*library)
-        return finding
+            return location.filename, location.lineno
+        return tuple(location) if location else (None, None)
 
     def display(self, file: str | None) -> str | None:
         """The file as the user named it: relative to the model's folder when inside it."""
@@ -253,5 +233,5 @@ class UserCode:
             return str(path)
 
 
-def _source(file: str | None, line: int | None) -> str | None:
+def source_line(file: str | None, line: int | None) -> str | None:
     return linecache.getline(file, line).strip() or None if file and line else None

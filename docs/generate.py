@@ -8,7 +8,8 @@ Two kinds of region, each between marker comments in the Markdown:
 - `<!-- generated: NAME -->` ... `<!-- /generated -->`: a table made from the code (NAME is a key
   of TABLES): `options` from the options table (compatcheck/options.py), `layers` from the layer
   list (compatcheck/layers.py) and the package's files, `verdict-rules` from the verdict's rule table
-  (compatcheck/report/verdict.py), `phases` from a stage's phases (compatcheck/worker/phases.py).
+  (compatcheck/report/verdict.py), `phases` from a stage's phases (compatcheck/worker/phases.py),
+  `finding-kinds` from the kinds of finding (compatcheck/report/kinds.py).
 - `<!-- output: COMMAND -->` ... `<!-- /output -->`: what COMMAND prints, from a real run of it.
   COMMAND is `compatcheck run PATH [FLAGS]`; with `--markdown FILE` the block is the checklist the
   run writes there, otherwise the terminal output. `COMMAND | PARTS` keeps only some parts: `first
@@ -161,8 +162,18 @@ def phases_table() -> str:
     return "\n".join(out)
 
 
+def kinds_table() -> str:
+    """Every kind of finding, declared once (compatcheck/report/kinds.py)."""
+    from compatcheck.report.kinds import KINDS
+
+    out = ["| kind | what it means | stages | what you do |", "|---|---|---|---|"]
+    out += [f"| `{kind.name}` | {_cell(kind.means)} | {', '.join(f'`{one}`' for one in kind.stages)} | "
+            f"{_cell(kind.do)} |" for kind in KINDS]
+    return "\n".join(out)
+
+
 TABLES = {"options": options_table, "layers": layers_table, "verdict-rules": verdict_rules_table,
-          "phases": phases_table}
+          "phases": phases_table, "finding-kinds": kinds_table}
 
 
 # -- output blocks from real runs -------------------------------------------------------------------

@@ -29,6 +29,7 @@ from compatcheck.compare import compare_leaf, compare_outputs, flatten
 from compatcheck.report.model import Finding
 from compatcheck.spec import InputSet, dynamic_dims
 from compatcheck.variation import SEEDS
+from compatcheck.diagnose.found import finding_at
 
 KIND = "batch-dependence"
 MAX_SAMPLES = 16  # each is one more forward call, alone
@@ -191,7 +192,7 @@ def _raised(ctx, stage: str, model, exc: Exception, what: str, but: str) -> Find
     """The finding for a model that raises at one batch size and not at another: at the user's line,
     with the norm's rewrite where a batch norm raised it (one sample has no batch statistics)."""
     text = str(exc).strip().splitlines()
-    finding = ctx.spec.user.finding(
+    finding = finding_at(ctx.spec.user,
         stage, KIND, f"{what} {type(exc).__name__}{': ' + text[0] if text else ''}; {but}",
         location=ctx.spec.user.from_exception(exc))
     name, module = _raising_module(model, exc)
@@ -328,10 +329,10 @@ def _first_divergent_op(ctx, stage, model, sample: Sample, batch: InputSet, posi
                f"differs from its answer alone beyond fp64-adjudicated noise ({differs})")
     site = batched and (batched.found or batched.unaligned)
     if not site:
-        return user.finding(stage, KIND, f"{message}; {_CONSEQUENCE}")
+        return finding_at(user, stage, KIND, f"{message}; {_CONSEQUENCE}")
     func, frame, running, what = site
     name, module = running or (None, None)
-    finding = user.finding(stage, KIND, f"{message}; the first op whose output differs is {_name(func)} "
+    finding = finding_at(user, stage, KIND, f"{message}; the first op whose output differs is {_name(func)} "
                                         f"({what}); {_CONSEQUENCE}", location=frame or ctx.spec.build_sites.get(name),
                            op=_name(func))
     if "batch_norm" in func.overloadpacket.__name__:
@@ -352,7 +353,7 @@ def _norm_rewrite(ctx, stage: str, finding: Finding, name: str | None, module) -
     elif isinstance(module, bn) and not module.track_running_stats:
         built = ctx.spec.build_sites.get(name)
         if built is not None:
-            moved = ctx.spec.user.finding(stage, KIND, finding.message, location=built, op=finding.op)
+            moved = finding_at(ctx.spec.user, stage, KIND, finding.message, location=built, op=finding.op)
             finding.file, finding.line, finding.code = moved.file, moved.line, moved.code
         finding.message += (f"; {type(module).__name__} built with track_running_stats=False uses the batch's "
                             "statistics in eval mode too: keep running statistics (the default) and train them")

@@ -13,22 +13,12 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Iterator
+
+from compatcheck.diagnose.found import plain
+from compatcheck.errors import chain
 
 LIBRARIES = ("torch", "onnx", "onnxscript", "onnxruntime")
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
-
-
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    """The error, what caused it, and what it wraps (inductor keeps the original as inner_exception)."""
-    seen, todo = set(), [error]
-    while todo:
-        found = todo.pop(0)
-        if found is None or id(found) in seen:
-            continue
-        seen.add(id(found))
-        yield found
-        todo += [found.__cause__, found.__context__, getattr(found, "inner_exception", None)]
 
 
 def _library(filename: str) -> str | None:
@@ -50,7 +40,7 @@ def _importer(error: ImportError) -> str | None:
 
 def fault(error: BaseException | None) -> tuple[str, str] | None:
     """(what is broken, how to fix it) when `error` comes from a library's failed import, else None."""
-    for found in _chain(error) if error is not None else ():
+    for found in chain(error):
         if not isinstance(found, ImportError):
             continue
         importer = _importer(found)
@@ -65,3 +55,8 @@ def fault(error: BaseException | None) -> tuple[str, str] | None:
         fix = f"reinstall {top}: its module {named} is missing" if top in LIBRARIES else f"pip install {top}"
         return f"{library} needs the module {named!r}, which this environment lacks", fix
     return None
+
+
+def broken_environment(stage: str, environment: str):
+    """The finding of a stage that is no verdict on the model: what failed to import, and the fix."""
+    return plain(stage, "broken-environment", environment)

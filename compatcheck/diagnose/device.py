@@ -35,6 +35,7 @@ from torch.utils import _pytree as pytree
 from compatcheck.errors import one_line
 from compatcheck.frames import library_path, machinery
 from compatcheck.report.model import Finding
+from compatcheck.diagnose.found import finding_at
 
 FACTORIES = {
     torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.range, torch.linspace, torch.logspace,
@@ -234,7 +235,7 @@ class _Watch(TorchFunctionMode):
     def add(self, where, op: str, message: str, rewrite: str | None = None) -> None:
         key = (where, op)
         if key not in self.traps:
-            self.traps[key] = self.user.finding("eager", "device", message, location=where, op=op, rewrite=rewrite)
+            self.traps[key] = finding_at(self.user, "eager", "device", message, location=where, op=op, rewrite=rewrite)
 
 
 def _to_meta(tree, tensors: list[torch.Tensor]):
@@ -391,7 +392,7 @@ def _branch_finding(user, where: Where) -> Finding:
     call = where.call()
     rewrite = where.replaced(f"{where.tensor}.is_cuda") if call == "torch.cuda.is_available()" and where.tensor \
         else None
-    return user.finding(
+    return finding_at(user,
         "eager", "device",
         "forward branches on torch.cuda.is_available(), which is about the machine, not the input: torch.jit.trace "
         "and torch.export bake in the branch taken where they ran (the CPU one here), whatever device the artifact "

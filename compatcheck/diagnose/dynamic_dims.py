@@ -14,11 +14,11 @@ _SPECIALIZED = re.compile(r"specializ|Constraints violated|marked .* as dynamic|
 def is_specialization(error: BaseException) -> bool:
     """Whether the export failed because a dimension declared dynamic had to be a constant."""
     from compatcheck.diagnose.shapes import pinned_dims
-    from compatcheck.errors import causes
+    from compatcheck.errors import chain
 
     if pinned_dims(error):  # "inferred a static shape of 2 for dimension ...", worded so by some releases
         return True
-    return any(_SPECIALIZED.search(str(one)) for one in causes(error))
+    return any(_SPECIALIZED.search(str(one)) for one in chain(error, contexts=False))
 
 
 def as_auto(dynamic_shapes):

@@ -15,6 +15,7 @@ from compatcheck.deadline import within
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
 from compatcheck.diagnose.errors import error_finding, error_stack
+from compatcheck.diagnose.found import finding_at
 
 _TENSOR_METHOD = re.compile(r"\bTensor\.(\w+)\(")
 _LOWERING_TARGET = re.compile(r"target: (\w+\.\w+(?:\.\w+)?)")
@@ -76,7 +77,7 @@ def _headline(error: BaseException) -> str:
 
 
 def _break_finding(stage: str, ctx, message: str, reason: str, stack):
-    finding = ctx.spec.user.finding(stage, "graph-break", message, stack=stack)
+    finding = finding_at(ctx.spec.user, stage, "graph-break", message, stack=stack)
     finding.op = _op(finding.library_code or finding.code, reason)
     return finding
 
@@ -95,7 +96,7 @@ def _raised(stage: str, ctx, error: BaseException):
     guard = _GUARD.search(str(error))
     if guard:
         message = f"the code branches on a value computed from the input (data-dependent guard {guard.group(1)})"
-        finding = ctx.spec.user.finding(stage, "data-dependent-guard", message, stack=str(error))
+        finding = finding_at(ctx.spec.user, stage, "data-dependent-guard", message, stack=str(error))
         finding.op = _op(finding.library_code or finding.code, str(error))
         return finding
     return _break_finding(stage, ctx, _headline(error), str(error), real_stack or error_stack(ctx, error))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from compatcheck.errors import one_line
 from compatcheck.report.model import Finding
+from compatcheck.diagnose.found import finding_at
 
 
 class Diagnosed(RuntimeError):
@@ -29,5 +30,5 @@ def error_stack(ctx, error: BaseException):
 
 def error_finding(stage: str, ctx, error: BaseException, kind: str, *, op: str | None = None,
                   rewrite: str | None = None) -> Finding:
-    return ctx.spec.user.finding(stage, kind, one_line(error, 400), location=locate(ctx, error), op=op,
+    return finding_at(ctx.spec.user, stage, kind, one_line(error, 400), location=locate(ctx, error), op=op,
                                  rewrite=rewrite, stack=error_stack(ctx, error))

@@ -11,6 +11,7 @@ from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
 from compatcheck.diagnose.errors import Diagnosed, error_finding, error_stack, locate
 from compatcheck.diagnose.outputs import output_type_findings
+from compatcheck.diagnose.found import finding_at
 
 _GUARD = re.compile(r"Could not guard on data-dependent expression (.+?) \(unhinted")
 _SPECIALIZE = re.compile(r"Could not extract specialized integer from data-dependent expression (.+?) \(unhinted")
@@ -40,7 +41,7 @@ def torch_export_findings(stage: str, ctx, cause: BaseException) -> list:
     meaning = data_dependent(cause)
     if meaning is None:
         return [error_finding(stage, ctx, cause, "export-error")]
-    finding = ctx.spec.user.finding(stage, "data-dependent-guard", meaning, location=locate(ctx, cause),
+    finding = finding_at(ctx.spec.user, stage, "data-dependent-guard", meaning, location=locate(ctx, cause),
                                     stack=error_stack(ctx, cause))
     finding.op = construct(finding.code)
     return [finding]
@@ -94,7 +95,7 @@ def state_findings(stage: str, ctx) -> list:
             if line is not None:
                 location = (file, line)
                 break
-        finding = ctx.spec.user.finding(
+        finding = finding_at(ctx.spec.user,
             stage, "unregistered-state", f"forward assigns the tensor attribute self.{name}: the exported program "
             "uses the value within the call but does not keep it between calls, as eager does. Register it as a "
             "buffer and write into it, or keep it a local if nothing reads it later", location=location,

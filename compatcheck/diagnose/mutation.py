@@ -10,6 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from compatcheck.report.model import Finding
+from compatcheck.diagnose.found import finding_at
 
 
 class _InputWrites(TorchDispatchMode):
@@ -63,7 +64,7 @@ def input_mutation(ctx, stage: str) -> list[Finding]:
     op, name, stack = recorder.found or ("an in-place op", "an input", [])
     sets = ("input sets " if len(ctx.mutated_inputs) > 1 else "input set ") + \
         ", ".join(str(i + 1) for i in ctx.mutated_inputs)
-    return [ctx.spec.user.finding(
+    return [finding_at(ctx.spec.user,
         stage, "input-mutation",
         f"forward changes its input {name} in place ({op}, {sets}); a traced or exported graph "
         "works on a copy, so a caller that reuses the tensor sees other values than in eager. compatcheck "

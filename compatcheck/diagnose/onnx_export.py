@@ -13,7 +13,8 @@ import re
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.errors import Diagnosed, error_finding
 from compatcheck.diagnose.export import headline, pinned_findings, torch_export_findings
-from compatcheck.errors import causes, one_line
+from compatcheck.errors import chain, one_line
+from compatcheck.diagnose.found import finding_at
 
 _TRANSLATING = re.compile(r"Error when translating node %(\w+)")
 _PASS = re.compile(r"running the '<[\w.]*?(\w+) object")
@@ -28,13 +29,13 @@ def _exporter_error(error: BaseException):
     """The TorchExportError or ConversionError in the chain, if the dynamo exporter raised."""
     from torch.onnx._internal.exporter import _errors
 
-    return next((one for one in causes(error) if isinstance(one, (_errors.TorchExportError, _errors.ConversionError))),
+    return next((one for one in chain(error, contexts=False) if isinstance(one, (_errors.TorchExportError, _errors.ConversionError))),
                 None)
 
 
 def _root_cause(error: BaseException) -> BaseException:
     """The innermost exception that caused it: the one saying what is wrong."""
-    return list(causes(error))[-1]
+    return list(chain(error, contexts=False))[-1]
 
 
 def _op_name(target) -> str:
@@ -45,7 +46,7 @@ def _op_name(target) -> str:
 
 def _exporter_error_text(error: BaseException) -> str:
     """The messages of the whole cause chain: the node being translated is named in the middle of it."""
-    return "\n".join(str(one) for one in causes(error))
+    return "\n".join(str(one) for one in chain(error, contexts=False))
 
 
 def _capture(ctx):
@@ -105,7 +106,7 @@ def _node_finding(stage: str, ctx, node, problem: str | None):
         message = f"no ONNX function for {op} in torch {version}'s exporter{via}"
     else:
         message = f"torch {version}'s ONNX function for {op} refused this call: {problem}"
-    return ctx.spec.user.finding(stage, "unsupported-op", message, op=op,
+    return finding_at(ctx.spec.user, stage, "unsupported-op", message, op=op,
                                  stack=node.meta.get("stack_trace") or "")
 
 
@@ -157,14 +158,14 @@ def restate(stage: str, ctx, error: BaseException) -> OnnxExportFailed | None:
 def _optimizer_failure(stage: str, ctx, error: BaseException) -> OnnxExportFailed | None:
     """The exporter's graph optimizer (onnx_ir passes) raised: said so, with the pass and the errors beneath
     it, where the outer errors name only a pass manager object; None for other errors."""
-    chain = list(causes(error))
-    passes = [found.group(1) for one in chain if type(one).__name__ == "PassError"
+    errors = list(chain(error, contexts=False))
+    passes = [found.group(1) for one in errors if type(one).__name__ == "PassError"
               for found in [_PASS.search(str(one))] if found and found.group(1) != "PassManager"]
     if not passes:
         return None
-    beneath = [one_line(one, 200) for one in chain if type(one).__name__ != "PassError"]
-    message = f"{passes[-1]} raised {'; beneath it '.join(beneath) or one_line(chain[-1])}"
-    findings = [ctx.spec.user.finding(stage, "export-error", message)]
+    beneath = [one_line(one, 200) for one in errors if type(one).__name__ != "PassError"]
+    message = f"{passes[-1]} raised {'; beneath it '.join(beneath) or one_line(errors[-1])}"
+    findings = [finding_at(ctx.spec.user, stage, "export-error", message)]
     return OnnxExportFailed(headline("the exporter's graph optimizer", findings), findings)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import onnx
+from compatcheck.diagnose.found import finding_at
 
 # Where onnx.checker and onnxruntime name the node an error is about: (op type, node name).
 _NAMED_NODE = (
@@ -46,7 +47,7 @@ def node_finding(stage: str, ctx, node: onnx.NodeProto, kind: str, message: str)
     """A finding about an ONNX node, at the user's line its torch op came from."""
     origin = torch_op(node)
     message += f" (exported from {origin})" if origin else ""
-    return ctx.spec.user.finding(stage, kind, message, op=node.op_type,
+    return finding_at(ctx.spec.user, stage, kind, message, op=node.op_type,
                                  stack=_metadata(node, "pkg.torch.onnx.stack_trace") or "")
 
 

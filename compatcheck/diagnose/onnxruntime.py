@@ -13,6 +13,7 @@ from compatcheck.diagnose.onnx_nodes import named_node, node_finding
 from compatcheck.errors import one_line
 from compatcheck.ladder import BY_NAME
 from compatcheck.onnxruntime_session import providers
+from compatcheck.diagnose.found import finding_at
 
 # A bfloat16 graph on a provider with kernels of other types only: the catalog's float64 advice does not fit.
 REDUCED_REWRITE = ("# the provider has no bfloat16 kernel for it: deploy float16 (or float32) to it\n"
@@ -119,19 +120,19 @@ def _first_divergent_op(stage: str, ctx, index: int, providers: list[str]):
     from compatcheck.diagnose.divergence import first_divergence
 
     if ctx.options.onnx_exporter != "dynamo":
-        return ctx.spec.user.finding(
+        return finding_at(ctx.spec.user,
             stage, "numeric-divergence",
             f"input set {index + 1} differs from eager; finding the first divergent op needs the dynamo exporter",
         )
     try:
         found = first_divergence(ctx, index, providers)
     except Exception as exc:  # the search exports and runs again; the mismatch stands without it
-        return ctx.spec.user.finding(
+        return finding_at(ctx.spec.user,
             stage, "numeric-divergence",
             f"input set {index + 1} differs from eager; the search for the first divergent op failed: {one_line(exc)}",
         )
     if found is None:
-        return ctx.spec.user.finding(
+        return finding_at(ctx.spec.user,
             stage, "numeric-divergence",
             f"input set {index + 1} differs from eager, but no intermediate value does once each is a graph output; "
             "the outputs keep onnxruntime from fusing nodes, so try graph_optimization_level ORT_DISABLE_ALL",
@@ -141,7 +142,7 @@ def _first_divergent_op(stage: str, ctx, index: int, providers: list[str]):
     error = f"max abs error {found.max_abs_error:.3g}" if found.max_abs_error is not None else found.problem
     message = (f"first divergent op on input set {index + 1}: {op} ({error}); every value before it matches. "
                f"onnxruntime computes it with {', '.join(found.onnx_ops)}")
-    return ctx.spec.user.finding(stage, "numeric-divergence", message, op=op, stack=node.meta.get("stack_trace") or "")
+    return finding_at(ctx.spec.user, stage, "numeric-divergence", message, op=op, stack=node.meta.get("stack_trace") or "")
 
 
 @with_rewrites

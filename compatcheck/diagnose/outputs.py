@@ -10,6 +10,7 @@ import re
 
 from compatcheck.compare import flatten
 from compatcheck.errors import chain_text
+from compatcheck.diagnose.found import finding_at
 
 _UNKNOWN = re.compile(r"Found <class '([\w.]+)'> in output, which is not a known type")
 _NAMEDTUPLE = re.compile(r"Can't serialize TreeSpec of namedtuple class <class '([\w.]+)'>")
@@ -74,6 +75,6 @@ def output_type_findings(stage: str, ctx, error: BaseException | None) -> list:
         message = (f"forward returns a {name}{shown}, a type torch.export does not know: register it as a pytree "
                    "node (torch.utils._pytree.register_pytree_node) so its tensors become outputs, or return its "
                    "tensors in a tuple or dict")
-    return [ctx.spec.user.finding(stage, "unexportable-output", message, location=_built_at(ctx, cls) if cls else None,
+    return [finding_at(ctx.spec.user, stage, "unexportable-output", message, location=_built_at(ctx, cls) if cls else None,
                                   op=name, rewrite=rewrite)]
 

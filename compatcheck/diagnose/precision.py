@@ -22,6 +22,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from compatcheck.compare import flatten
+from compatcheck.diagnose.found import finding_at
 from compatcheck.report.model import Finding
 from compatcheck.variation import SEEDS
 
@@ -148,7 +149,7 @@ def _innermost(names: list[str]) -> list[str]:
 
 def _module_finding(ctx, kind: str, name: str, message: str) -> Finding:
     module = ctx.spec.model.get_submodule(name)
-    return ctx.spec.user.finding("eager", kind, message, location=ctx.spec.build_sites.get(name),
+    return finding_at(ctx.spec.user, "eager", kind, message, location=ctx.spec.build_sites.get(name),
                                  op=type(module).__name__)
 
 
@@ -346,7 +347,7 @@ def precision_findings(ctx) -> list[Finding]:
     first = _first_non_finite(ctx) if failing or over else None
     if first is not None:
         op, module, what, stack, index = first
-        findings.append(ctx.spec.user.finding("eager", "non-finite", (
+        findings.append(finding_at(ctx.spec.user, "eager", "non-finite", (
             f"in {named}, {op} in {_shown(ctx, module)} is the first op to give {what} (input set {index + 1}), "
             f"from finite inputs"), op=op, stack=stack))
     if failing:

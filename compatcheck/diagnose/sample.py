@@ -12,6 +12,7 @@ from torch.utils import _pytree as pytree
 
 from compatcheck.errors import chain_text
 from compatcheck.report.model import Finding
+from compatcheck.diagnose.found import finding_at
 
 
 def _named_shapes(input_set) -> list[tuple[str, tuple[int, ...]]]:
@@ -96,7 +97,7 @@ def size_one_sample(stage: str, ctx, error: BaseException | None = None) -> Find
                f"{failing + 1} has {wanted}: sizes 0 and 1 are special to export and tracing (torch.export "
                f"specializes them), so the artifact takes only size {size} there.")
     located = _get_inputs_return(ctx.spec.path)
-    return ctx.spec.user.finding(stage, "dynamic-shape", message, op=SIZE_ONE,
+    return finding_at(ctx.spec.user, stage, "dynamic-shape", message, op=SIZE_ONE,
                                  location=(str(ctx.spec.path), located[0]) if located else None)
 
 

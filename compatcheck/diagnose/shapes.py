@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from compatcheck.diagnose.constructs import construct
 from compatcheck.errors import chain_text
 from compatcheck.ladder import BY_NAME
+from compatcheck.diagnose.found import finding_at
 
 _MARKED = re.compile(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)")
 _INFERRED = re.compile(r"inferred a static shape of (-?\d+) for dimension (\S+?)\.?(?:\s|$)")
@@ -262,7 +263,7 @@ def findings(stage: str, ctx, dims: dict[str, int]) -> list:
         how = "" if not isinstance(at, traceback.FrameSummary) else _called_from(user, one.stack, at)
         message = (f"{one.dim} is dynamic ({why}) but this code {pinned}{how}: {BY_NAME[stage].artifact} accepts only "
                    "that size")
-        finding = user.finding(stage, "dynamic-shape", message, location=at, stack=one.stack)
+        finding = finding_at(user, stage, "dynamic-shape", message, location=at, stack=one.stack)
         finding.op = construct(finding.code)
         finding.rewrite = shape_branch(finding.code, one.dim)
         result.append(finding)
@@ -303,7 +304,7 @@ def violated_findings(stage: str, ctx, error: BaseException | None) -> list:
         message = (f"{dim} is declared dynamic ({name}), but the code adds guards that do not hold for every size it "
                    f"may take: {'; '.join(said)}. Compute with the size in torch ops that hold for all sizes, or "
                    "narrow the dim's range (Dim(..., min=, max=)) to where they hold")
-        finding = user.finding(stage, "dynamic-shape", message, location=user.innermost(stack) or call_into_children(ctx),
+        finding = finding_at(user, stage, "dynamic-shape", message, location=user.innermost(stack) or call_into_children(ctx),
                                stack=stack)
         finding.op = function.group(1) if function else construct(finding.code)
         result.append(finding)

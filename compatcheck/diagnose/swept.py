@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from compatcheck.report.model import Finding, InputSetResult
 from compatcheck.report.verdict import problem
+from compatcheck.diagnose.found import finding_at
 
 
 def swept_findings(stage: str, ctx, broken: InputSetResult) -> list[Finding]:
@@ -21,13 +22,13 @@ def swept_findings(stage: str, ctx, broken: InputSetResult) -> list[Finding]:
     for one in shapes.specializations(ctx, dict.fromkeys(broken.dims)):
         at = ctx.spec.user.innermost(one.stack)
         if one.guard and at is not None:
-            return [ctx.spec.user.finding(
+            return [finding_at(ctx.spec.user,
                 stage, "dynamic-shape", f"{one.dim} is dynamic, but the code decides on its size ({one.guard}): "
                 f"at {broken.label}, which the input sets lack, the artifact takes the path of the sample's size",
                 location=at, stack=one.stack, op=broken.label)]
     used = shapes.size_used_at(ctx, broken.dims)
     if used is not None:
-        finding = ctx.spec.user.finding(
+        finding = finding_at(ctx.spec.user,
             stage, "dynamic-shape", f"{used[2]} is dynamic, and this line of forward reads it: at {broken.label}, "
             "which the input sets lack, the artifact does not do what eager does, as if the size had been fixed "
             "when it was built", location=used[:2], op=broken.label)

@@ -16,6 +16,7 @@ from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
 from compatcheck.diagnose.replay import first_mismatch
 from compatcheck.frames import machinery, user_sources
+from compatcheck.diagnose.found import finding_at
 
 _PYTHON_CALL = re.compile(r"Could not export Python function call '(\w+)'")
 _BUILTIN = re.compile(r"Python builtin <built-in (?:function|method) (\w+)")
@@ -76,7 +77,7 @@ def _frontend_finding(stage: str, ctx, error: BaseException, kind: str):
         op = match.group(1)
     elif match := _UNKNOWN_OP.search(text):
         op = match.group(1)
-    return user.finding(stage, kind, message, location=location, op=op)
+    return finding_at(user, stage, kind, message, location=location, op=op)
 
 
 def _library_modules(model):
@@ -132,7 +133,7 @@ def _library_not_scriptable(stage: str, ctx, error: BaseException):
         source, start = inspect.getsourcelines(type(module))
         line = start + next((i for i, text in enumerate(source) if text.lstrip().startswith("class ")), 0)
     package = library_path(file).split("/", 1)[0]
-    finding = user.finding(stage, "library-not-scriptable", (
+    finding = finding_at(user, stage, "library-not-scriptable", (
         f"torch.jit.script compiles everything reachable from forward, including {package} code it cannot "
         f"compile ({type(module).__name__} and what it calls): {_first_line(error)}. {package} models are "
         "not written to be scripted."), location=_calling_line(ctx, attribute) if attribute else None,
@@ -152,7 +153,7 @@ def script_findings(stage: str, ctx, error: BaseException | None) -> list:
     if "cannot create weak reference to 'numpy" in str(error):
         calls = _numpy_calls(ctx)
         if calls:
-            return [ctx.spec.user.finding(stage, "unsupported-python",
+            return [finding_at(ctx.spec.user, stage, "unsupported-python",
                                           f"TorchScript cannot compile numpy calls ({', '.join(ops)})",
                                           location=(file, line), op=ops[0]) for file, line, ops in calls]
     library = _library_not_scriptable(stage, ctx, error)
@@ -177,7 +178,7 @@ def _tracer_finding(stage: str, ctx, message: str, stack):
     kind, op = next(((k, o) for text, k, o in _TRACER if text in message), ("trace-warning", None))
     if kind != "trace-warning":  # the rest of the tracer's text is the same for all of them
         message = message.split(". ")[0].rstrip(".") + ": the trace keeps what input set 1 gave, as a constant."
-    finding = ctx.spec.user.finding(stage, kind, message, stack=stack)
+    finding = finding_at(ctx.spec.user, stage, kind, message, stack=stack)
     if kind == "frozen-control-flow" or op == "float()":
         finding.op = construct(finding.library_code or finding.code) or op
     else:
@@ -199,9 +200,9 @@ def _container_output(stage: str, ctx, error: BaseException, container: str):
     except (OSError, TypeError, SyntaxError):
         pass
     if location is None or ctx.spec.user.owns(location[0]):
-        return ctx.spec.user.finding(stage, "container-output", _first_line(error), location=location, op=container)
+        return finding_at(ctx.spec.user, stage, "container-output", _first_line(error), location=location, op=container)
     # The model class is library code: the return statement is the library's, the trace call is the user's.
-    finding = ctx.spec.user.finding(stage, "container-output", _first_line(error), op=container,
+    finding = finding_at(ctx.spec.user, stage, "container-output", _first_line(error), op=container,
                                     stack=[traceback.FrameSummary(location[0], location[1], "forward")])
     finding.advice = (f"{type(ctx.spec.model).__name__} returns a {container}: trace it with "
                       "torch.jit.trace(model, example_inputs, strict=False) when its keys never change with the "

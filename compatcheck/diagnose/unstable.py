@@ -12,6 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from compatcheck.compare import EAGER_FAR, flatten, to_tensor
 from compatcheck.report.model import Finding
+from compatcheck.diagnose.found import finding_at
 
 MAX_OPS = 20_000  # ops recorded per run; a forward longer than that is located within its first ones
 
@@ -64,7 +65,7 @@ def _finding(ctx, stage: str, index: int, name: str, where: tuple, value: float,
         message += f"; it starts at {op}, whose float32 output is already that far from float64's: numerically " \
                    "unstable (a difference of nearly equal values, or a sum that cancels); compute it in a form " \
                    "that does not cancel, or in float64"
-    return ctx.spec.user.finding(stage, "numerically-unstable", message, location=frame, op=op)
+    return finding_at(ctx.spec.user, stage, "numerically-unstable", message, location=frame, op=op)
 
 
 class _Outputs(TorchDispatchMode):

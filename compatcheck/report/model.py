@@ -8,8 +8,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from compatcheck.ladder import NAMES
+from compatcheck.report.kinds import FindingKind
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 READABLE_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
@@ -36,7 +37,7 @@ class RouteStatus(str, Enum):
 
 class Finding(BaseModel):
     stage: str
-    kind: str = Field(description="unsupported-op, graph-break, frozen-control-flow, training-mode, device, ...")
+    kind: FindingKind = Field(description="what kind of finding (compatcheck/report/kinds.py, docs/findings.md)")
     op: str | None = Field(None, description="aten or ONNX op, or the Python construct")
     file: str | None = Field(None, description="the user's file the finding points into")
     line: int | None = None
@@ -208,6 +209,8 @@ class StageResult(BaseModel):
     max_rel_error: float | None = None
     reason: str | None = Field(None, description="one line: why it is not a pass, or a note on the pass")
     error: str | None = Field(None, description="the full error text of a failure")
+    call: str | None = Field(None, description="the call that built the artifact, as the reproducer writes it "
+                                               "(model, args, kwargs, dynamic_shapes: the model and its sample)")
     findings: list[Finding] = []
     input_sets: list[InputSetResult] = []
     artifacts: dict[str, str] = {}
@@ -302,7 +305,7 @@ def migrate(data: dict) -> dict:
         data = {**data, "options": options}
     if data.get("schema_version", 1) < 5:  # before --dtype and --device: the model as given, on the CPU
         data = {**data, "options": {"dtype": "float32", "device": "cpu", **data.get("options", {})}}
-    # The other versions after 3 only added keys, with defaults (6: a stage's phases).
+    # The other versions after 3 only added keys, with defaults (6: a stage's phases; 7: its call).
     return {**data, "schema_version": SCHEMA_VERSION}
 
 

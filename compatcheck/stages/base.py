@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import reprlib
+import textwrap
 import time
 import warnings
 from pathlib import Path
@@ -21,6 +22,7 @@ from compatcheck.options import RunOptions
 from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding, ServedLoad
 from compatcheck.spec import InputSet, ModelSpec
+from compatcheck.stage_call import StageCall
 from compatcheck.torch_features import Feature
 from compatcheck.variation import SEEDS, Site, Variation, clock_moved, recording_random_ops
 
@@ -37,6 +39,7 @@ class Stage:
     # random outputs are compared by value.
     same_random = False
     serves = False  # it has a load run (under_load)
+    call_ran: StageCall | None = None  # the call build() ran, as the report shows it
 
     def needs(self, ctx: "StageContext") -> tuple[Feature, ...]:
         """The torch features the stage uses with these options (see torch_features.py)."""
@@ -79,9 +82,16 @@ class Stage:
         mismatch); each is tried on a pristine model and offered only if it passes on every input set."""
         return []
 
-    def call(self, ctx: "StageContext", recipe: Recipe) -> str:
-        """The call a user pastes to build it with `recipe`."""
-        return ""
+    def call(self, ctx: "StageContext") -> StageCall | None:
+        """The call that builds the artifact with ctx.recipe (None: the plain call), as one value that
+        build() runs, a recipe shows and the reproducer writes; None where the stage makes no call."""
+        return None
+
+    def run_call(self, ctx: "StageContext", **files: str):
+        """Run the stage's call on what it reads (bound()) and the files it writes; it becomes `call_ran`."""
+        call = self.call(ctx)
+        self.call_ran = call
+        return call.run(**bound(ctx), **files)
 
     def under_load(self, ctx: "StageContext") -> ServedLoad | None:
         """After every input set passed: the artifact answering many requests at once, as a server
@@ -292,6 +302,23 @@ class StageContext:
         path = (self.artifact_dir or self.workdir) / filename
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def bound(ctx: StageContext) -> dict:
+    """What a stage's call reads by name: the model; the sample (input set 1, or a recipe's) as args and
+    kwargs, and as keywords alone (for an API that takes one or the other); the dynamic shapes."""
+    sample = ctx.sample
+    keywords = (sample.as_keywords(ctx.spec.signature) if sample.args and sample.kwargs else None) or sample.kwargs
+    return {"model": ctx.spec.model, "args": sample.args, "kwargs": sample.kwargs or None, "keywords": keywords,
+            "dynamic_shapes": ctx.spec.dynamic_shapes}
+
+
+def reproduced(call: StageCall, after: str, **files: str) -> str:
+    """A reproducer's lines for `call`: each name it reads bound as the run bound it, each file (a name:
+    its file beside the script), the call under no_grad, then `after`."""
+    lines = [f"{name} = case.bound[{name!r}]" for name in call.reads() if name != "model" and name not in files]
+    lines += [f"{name} = os.path.join(HERE, {filename!r})" for name, filename in files.items()]
+    return "\n".join([*lines, "with torch.no_grad():", textwrap.indent(call.source(), "    "), after])
 
 
 def _require_an_output(outputs: list) -> None:

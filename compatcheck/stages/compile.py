@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from compatcheck.report.model import Finding
-from compatcheck.stages.base import Stage, StageContext
+from compatcheck.stage_call import MODEL, Shaped, StageCall, step
+from compatcheck.stages.base import Stage, StageContext, reproduced
 from compatcheck.torch_features import TORCH_COMPILE
 
 
@@ -28,7 +29,7 @@ class Compile(Stage):
 
         torch._dynamo.reset()
         counters.clear()
-        compiled = torch.compile(ctx.spec.model, fullgraph=self.fullgraph, backend=ctx.options.compile_backend)
+        compiled = self.run_call(ctx)
 
         # As torch.compile does by default: static for the first size, dynamic once a second one comes
         # (automatic dynamic shapes), so the swept sizes reuse that graph; only sizes 0 and 1 specialize.
@@ -62,13 +63,14 @@ class Compile(Stage):
 
         return graph_break_findings(self.name, ctx, error or self.failure, self.fullgraph)
 
+    def call(self, ctx: StageContext) -> StageCall:
+        return StageCall((step("torch.compile", MODEL, fullgraph=self.fullgraph,
+                               backend=Shaped(ctx.options.compile_backend, "compile_backend"), result="compiled"),))
+
     def reproduce(self, ctx: StageContext) -> str:
-        return (
-            "torch._dynamo.reset()\n"
-            f"compiled = torch.compile(model, fullgraph={self.fullgraph}, backend={ctx.options.compile_backend!r})\n"
-            "def run(args, kwargs):\n    with torch.no_grad():\n        return compiled(*args, **kwargs)\n"
-            "return run\n"
-        )
+        return "torch._dynamo.reset()\n" + reproduced(
+            self.call(ctx), "def run(args, kwargs):\n    with torch.no_grad():\n        return compiled(*args, **kwargs)\n"
+            "return run\n")
 
 
 class CompileFullgraph(Compile):

@@ -5,21 +5,19 @@ are tried as recipes, and offered only if they pass."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import torch
 
 from compatcheck.errors import restated
 from compatcheck.report.model import Finding
 from compatcheck.recipes import Recipe
-from compatcheck.stages.base import Stage, StageContext
+from compatcheck.stage_call import ARGS, DYNAMIC_SHAPES, KWARGS, MODEL, StageCall, step
+from compatcheck.stages.base import Stage, StageContext, reproduced
 
 ARTIFACT = "model.export.pt2"
 STRICT = Recipe("strict=True (the other export mode)", keywords=(("strict", True),))
-
-
-def export(ctx: StageContext, **keywords) -> torch.export.ExportedProgram:
-    sample = ctx.sample
-    return torch.export.export(ctx.spec.model, sample.args, sample.kwargs or None,
-                               dynamic_shapes=ctx.spec.dynamic_shapes, **{**ctx.keywords, **keywords})
 
 
 class Export(Stage):
@@ -30,9 +28,13 @@ class Export(Stage):
         self.failure: BaseException | None = None
         self.program = None
 
+    def call(self, ctx: StageContext) -> StageCall:
+        return StageCall((step("torch.export.export", MODEL, ARGS, KWARGS, dynamic_shapes=DYNAMIC_SHAPES,
+                               **ctx.keywords, result="program"),))
+
     def build(self, ctx: StageContext):
         try:
-            program = export(ctx)
+            program = self.run_call(ctx)
         except Exception as exc:
             self.failure = exc
             raise restated(self._restated(ctx, exc), exc)
@@ -57,7 +59,7 @@ class Export(Stage):
             findings = torch_export_findings(self.name, ctx, error)
             if not any(f.line for f in findings) and not ctx.keywords.get("strict"):
                 try:
-                    export(ctx, strict=True)
+                    Export().run_call(_strict(ctx))
                 except Exception as strict_error:
                     located = torch_export_findings(self.name, ctx, strict_error)
                     findings = located if any(f.line for f in located) else findings
@@ -88,17 +90,16 @@ class Export(Stage):
 
         return [recipe for recipe in (sample_recipe(ctx, self.failure), STRICT) if recipe is not None]
 
-    def call(self, ctx: StageContext, recipe: Recipe) -> str:
-        keywords = "".join(f", {name}={value!r}" for name, value in recipe.keywords)
-        return f"program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes{keywords})"
-
     def reproduce(self, ctx: StageContext) -> str:
-        return (
-            "args, kwargs = input_sets[0]\n"
-            "with torch.no_grad():\n"
-            "    program = torch.export.export(model, args, kwargs or None, dynamic_shapes=dynamic_shapes)\n"
-            f"torch.export.save(program, os.path.join(HERE, {ARTIFACT!r}))\n"
-            f"loaded = torch.export.load(os.path.join(HERE, {ARTIFACT!r})).module()\n"
-            "def run(args, kwargs):\n    with torch.no_grad():\n        return loaded(*args, **kwargs)\n"
-            "return run\n"
-        )
+        return reproduced(self.call(ctx), f"torch.export.save(program, os.path.join(HERE, {ARTIFACT!r}))\n"
+                          f"loaded = torch.export.load(os.path.join(HERE, {ARTIFACT!r})).module()\n"
+                          "def run(args, kwargs):\n    with torch.no_grad():\n        return loaded(*args, **kwargs)\n"
+                          "return run\n")
+
+
+def _strict(ctx: StageContext) -> StageContext:
+    """`ctx` as the STRICT recipe builds: the same call in the other mode, for the line it names."""
+    strict = copy.copy(ctx)
+    strict.recipe = STRICT if ctx.recipe is None else dataclasses.replace(
+        ctx.recipe, keywords=(*ctx.recipe.keywords, ("strict", True)))
+    return strict

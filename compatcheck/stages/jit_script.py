@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from compatcheck.report.model import Finding
-from compatcheck.stages.base import Stage, StageContext
+from compatcheck.stage_call import MODEL, StageCall, step
+from compatcheck.stages.base import Stage, StageContext, reproduced
 from compatcheck.torch_features import TORCHSCRIPT_SCRIPT
 
 
@@ -25,7 +26,7 @@ class JitScript(Stage):
         return (TORCHSCRIPT_SCRIPT,)
 
     def build(self, ctx: StageContext):
-        scripted = torch.jit.script(ctx.spec.model)
+        scripted = self.run_call(ctx)
         path = ctx.artifact("model.script.pt")
         torch.jit.save(scripted, str(path))
         ctx.artifacts[self.name] = str(path)
@@ -36,11 +37,11 @@ class JitScript(Stage):
 
         return script_findings(self.name, ctx, error)
 
+    def call(self, ctx: StageContext) -> StageCall:
+        return StageCall((step("torch.jit.script", MODEL, result="scripted"),))
+
     def reproduce(self, ctx: StageContext) -> str:
-        return (
-            "scripted = torch.jit.script(model)\n"
-            "torch.jit.save(scripted, os.path.join(HERE, 'model.script.pt'))\n"
-            "loaded = torch.jit.load(os.path.join(HERE, 'model.script.pt'))\n"
-            "def run(args, kwargs):\n    with torch.no_grad():\n        return loaded(*args, **kwargs)\n"
-            "return run\n"
-        )
+        return reproduced(self.call(ctx), "torch.jit.save(scripted, os.path.join(HERE, 'model.script.pt'))\n"
+                          "loaded = torch.jit.load(os.path.join(HERE, 'model.script.pt'))\n"
+                          "def run(args, kwargs):\n    with torch.no_grad():\n        return loaded(*args, **kwargs)\n"
+                          "return run\n")

@@ -11,7 +11,8 @@ import torch
 
 from compatcheck.report.model import Finding
 from compatcheck.recipes import Recipe
-from compatcheck.stages.base import Stage, StageContext
+from compatcheck.stage_call import ARGS, MODEL, Name, StageCall, step
+from compatcheck.stages.base import Stage, StageContext, reproduced
 from compatcheck.torch_features import TORCHSCRIPT_TRACE
 from compatcheck.stages.jit_script import run_loaded
 
@@ -31,15 +32,15 @@ class JitTrace(Stage):
     def needs(self, ctx: StageContext):
         return (TORCHSCRIPT_TRACE,)
 
+    def call(self, ctx: StageContext) -> StageCall:
+        if ctx.sample.kwargs:  # a mixed call is traced as keywords: jit.trace takes one or the other
+            return StageCall((step("torch.jit.trace", MODEL, example_kwarg_inputs=Name("keywords"), **ctx.keywords,
+                                   result="traced"),), "keywords: the sample's arguments, all as keywords")
+        return StageCall((step("torch.jit.trace", MODEL, ARGS, **ctx.keywords, result="traced"),))
+
     def build(self, ctx: StageContext):
-        sample = ctx.sample
         with torch.no_grad():
-            if sample.kwargs:  # a mixed call is traced as keywords: jit.trace takes one or the other
-                keywords = sample.as_keywords(ctx.spec.signature) if sample.args else sample.kwargs
-                traced = torch.jit.trace(ctx.spec.model, example_kwarg_inputs=keywords or sample.kwargs,
-                                         **ctx.keywords)
-            else:
-                traced = torch.jit.trace(ctx.spec.model, sample.args, **ctx.keywords)
+            traced = self.run_call(ctx)
         self.traced = traced
         path = ctx.artifact("model.trace.pt")
         torch.jit.save(traced, str(path))
@@ -65,17 +66,8 @@ class JitTrace(Stage):
             found.append(UNCHECKED)
         return [recipe for recipe in found if recipe is not None]
 
-    def call(self, ctx: StageContext, recipe: Recipe) -> str:
-        keywords = "".join(f", {name}={value!r}" for name, value in recipe.keywords)
-        return f"traced = torch.jit.trace(model, args{keywords})"
-
     def reproduce(self, ctx: StageContext) -> str:
-        return (
-            "args, kwargs = input_sets[0]\nwith torch.no_grad():\n"
-            "    traced = (torch.jit.trace(model, example_kwarg_inputs=kwargs) if kwargs\n"
-            "              else torch.jit.trace(model, args))\n"
-            "torch.jit.save(traced, os.path.join(HERE, 'model.trace.pt'))\n"
-            "loaded = torch.jit.load(os.path.join(HERE, 'model.trace.pt'))\n"
-            "def run(args, kwargs):\n    with torch.no_grad():\n        return loaded(*args, **kwargs)\n"
-            "return run\n"
-        )
+        return reproduced(self.call(ctx), "torch.jit.save(traced, os.path.join(HERE, 'model.trace.pt'))\n"
+                          "loaded = torch.jit.load(os.path.join(HERE, 'model.trace.pt'))\n"
+                          "def run(args, kwargs):\n    with torch.no_grad():\n        return loaded(*args, **kwargs)\n"
+                          "return run\n")

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import torch
 
-from compatcheck.errors import chain_text, restated
+from compatcheck.errors import chain, chain_text, restated
 from compatcheck.report.model import Finding
 from compatcheck.spec import dynamic_dims
 from compatcheck.recipes import Recipe
-from compatcheck.stages.base import Stage, StageContext
+from compatcheck.stage_call import ARGS, DYNAMIC_SHAPES, KWARGS, MODEL, PATH, Name, Shaped, StageCall, step
+from compatcheck.stages.base import Stage, StageContext, reproduced
 from compatcheck.torch_features import DYNAMO_EXPORTER, LEGACY_EXPORTER
 
 AUTO = Recipe("the inferred dims as Dim.AUTO (a dim may come out static; every input set is checked)",
@@ -45,31 +46,43 @@ class OnnxExport(Stage):
     def _dynamo(self, ctx: StageContext) -> bool:
         return ctx.keywords.get("dynamo", ctx.options.onnx_exporter == "dynamo")
 
+    def call(self, ctx: StageContext) -> StageCall:
+        recipe, dynamo = ctx.recipe, self._dynamo(ctx)
+        keywords = {name: value for name, value in ctx.keywords.items() if name != "dynamo"}
+        keywords["dynamo"] = ctx.keywords["dynamo"] if "dynamo" in ctx.keywords else Shaped(dynamo, "onnx_exporter")
+        keywords["opset_version"] = Shaped(ctx.options.onnx_opset, "onnx_opset")
+        if not dynamo:
+            names, axes = _legacy_axes(ctx)
+            return StageCall((step("torch.onnx.export", MODEL, ARGS, PATH, kwargs=KWARGS, input_names=names,
+                                   dynamic_axes=axes, **keywords),))
+        steps, target, dims, comment = [], MODEL, DYNAMIC_SHAPES, None
+        if recipe and recipe.auto_dims:
+            dims, comment = Name("auto_dynamic_shapes"), "auto_dynamic_shapes: dynamic_shapes, each Dim.DYNAMIC as Dim.AUTO"
+        if recipe and recipe.from_program:
+            steps.append(step("torch.export.export", MODEL, ARGS, KWARGS, dynamic_shapes=dims, result="program"))
+            target = Name("program")
+        steps.append(step("torch.onnx.export", target, ARGS, kwargs=KWARGS, dynamic_shapes=dims, verbose=False,
+                          **keywords, result="onnx_program"))
+        return StageCall(tuple(steps), comment)
+
     def build(self, ctx: StageContext):
         import onnx
 
-        sample = ctx.sample
         path = ctx.artifact("model.onnx")
-        keywords = {name: value for name, value in ctx.keywords.items() if name != "dynamo"}
-        if self._dynamo(ctx):
+        files = {"path": str(path)}
+        if ctx.recipe and ctx.recipe.auto_dims:
             from compatcheck.diagnose.dynamic_dims import as_auto
 
-            dims = as_auto(ctx.spec.dynamic_shapes) if ctx.recipe and ctx.recipe.auto_dims else ctx.spec.dynamic_shapes
-            model = ctx.spec.model
-            if ctx.recipe and ctx.recipe.from_program:
-                model = torch.export.export(model, sample.args, sample.kwargs or None, dynamic_shapes=dims)
+            files["auto_dynamic_shapes"] = as_auto(ctx.spec.dynamic_shapes)
+        if self._dynamo(ctx):
             try:
-                self.program = torch.onnx.export(
-                    model, sample.args, kwargs=sample.kwargs or None, dynamic_shapes=dims, dynamo=True,
-                    opset_version=ctx.options.onnx_opset, verbose=False, **keywords)
+                self.program = self.run_call(ctx, **files)
             except Exception as exc:
                 self.failure = exc
                 raise restated(self._restated(ctx, exc), exc)
             self.program.save(str(path))
         else:
-            names, axes = _legacy_axes(ctx)
-            torch.onnx.export(ctx.spec.model, sample.args, str(path), kwargs=sample.kwargs or None, dynamo=False,
-                              input_names=names, dynamic_axes=axes, opset_version=ctx.options.onnx_opset)
+            self.run_call(ctx, **files)
         ctx.artifacts[self.name] = str(path)
         onnx.checker.check_model(str(path), full_check=True)
         if self.program is None:
@@ -120,51 +133,19 @@ class OnnxExport(Stage):
             found.append(LEGACY)
         return [recipe for recipe in found if recipe is not None]
 
-    def call(self, ctx: StageContext, recipe: Recipe) -> str:
-        if dict(recipe.keywords).get("dynamo") is False:
-            names, axes = _legacy_axes(ctx)
-            return (f"torch.onnx.export(model, args, 'model.onnx', kwargs=kwargs, dynamo=False, input_names={names!r}, "
-                    f"dynamic_axes={axes!r})")
-        dims = "dynamic_shapes (each Dim.DYNAMIC as Dim.AUTO)" if recipe.auto_dims else "dynamic_shapes"
-        keywords = "".join(f", {name}={value!r}" for name, value in recipe.keywords)
-        if recipe.from_program:
-            return ("program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)\n"
-                    "torch.onnx.export(program, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, dynamo=True)")
-        return f"torch.onnx.export(model, args, kwargs=kwargs, dynamic_shapes={dims}, dynamo=True{keywords})"
-
     def reproduce(self, ctx: StageContext) -> str:
+        check = "import onnx\nonnx.checker.check_model(path, full_check=True)\n"
         if not self._dynamo(ctx):
-            names, axes = _legacy_axes(ctx)
-            return (
-                "args, kwargs = input_sets[0]\n"
-                "with torch.no_grad():\n"
-                "    torch.onnx.export(model, args, os.path.join(HERE, 'model.onnx'), kwargs=kwargs or None,\n"
-                f"                      dynamo=False, input_names={names!r}, dynamic_axes={axes!r},\n"
-                f"                      opset_version={ctx.options.onnx_opset})\n"
-                "import onnx\nonnx.checker.check_model(os.path.join(HERE, 'model.onnx'), full_check=True)\n"
-                "return None  # the legacy exporter leaves nothing to run but the ONNX file: onnxruntime runs it\n"
-            )
-        return (
-            "args, kwargs = input_sets[0]\n"
-            "with torch.no_grad():\n"
-            "    program = torch.onnx.export(model, args, kwargs=kwargs or None, dynamo=True, verbose=False,\n"
-            f"                                dynamic_shapes=dynamic_shapes, opset_version={ctx.options.onnx_opset})\n"
-            "program.save(os.path.join(HERE, 'model.onnx'))\n"
-            "import onnx\nonnx.checker.check_model(os.path.join(HERE, 'model.onnx'), full_check=True)\n"
-            "exported = program.exported_program.module()\n"
-            "def run(args, kwargs):\n    with torch.no_grad():\n        return exported(*args, **kwargs)\n"
-            "return run\n"
-        )
+            return reproduced(self.call(ctx), check + "return None  # the legacy exporter leaves nothing to run but "
+                              "the ONNX file: onnxruntime runs it\n", path="model.onnx")
+        return reproduced(self.call(ctx), "onnx_program.save(path)\n" + check +
+                          "exported = onnx_program.exported_program.module()\n"
+                          "def run(args, kwargs):\n    with torch.no_grad():\n        return exported(*args, **kwargs)\n"
+                          "return run\n", path="model.onnx")
 
 
 def _raised_in(error: BaseException, part: str) -> bool:
     """Whether the error or one it chains was raised from a file whose path has `part` in it."""
     import traceback
 
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if any(part in frame.filename for frame in traceback.extract_tb(error.__traceback__)):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+    return any(part in frame.filename for one in chain(error) for frame in traceback.extract_tb(one.__traceback__))

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from compatcheck.report.model import ConcurrencyLevel, Finding, ServedLoad, ServedRequest
+from compatcheck.diagnose.serving import batcher_misfits, changed_under_load, not_loaded, server_failed
 from compatcheck.stages.base import Stage, StageContext
 
 PROTOCOLS = {"http": "HTTP", "grpc": "gRPC"}
@@ -205,8 +206,7 @@ class Triton(Stage):
         dims = dynamic_dims(ctx.spec)
         if not dims or any(0 not in one for one in dims):
             return []
-        return [Finding(stage=self.name, kind="batcher-misfit", op="config.pbtxt", message=message)
-                for message in misfits(io, config.max_batch_size, largest)]
+        return batcher_misfits(self.name, misfits(io, config.max_batch_size, largest))
 
     def _requests(self, ctx: StageContext):
         """LOAD_REQUESTS requests, each with the input set it was cut from and the rows it holds."""
@@ -262,7 +262,7 @@ class Triton(Stage):
         result.problem = self._problem(result)
         self.under_load_said = self._said(result)
         if result.problem:
-            self.findings.append(Finding(stage=self.name, kind="batch-dependence", message=result.problem))
+            self.findings.append(changed_under_load(self.name, result.problem))
         elif ctx.options.bench:
             result.levels = self._levels(ctx, [request for request, *_ in made])
         return result
@@ -379,10 +379,9 @@ class Triton(Stage):
         from compatcheck.triton.errors import TritonError, TritonLoadError
 
         if isinstance(error, TritonLoadError):
-            return [Finding(stage=self.name, kind="triton-load-failure",
-                            message=f"the server did not load model {error.model!r}: {error.reason}"), *self.findings]
+            return [not_loaded(self.name, error.model, error.reason), *self.findings]
         if isinstance(error, TritonError):
-            return [Finding(stage=self.name, kind="triton-server-error", message=str(error)), *self.findings]
+            return [server_failed(self.name, error), *self.findings]
         from compatcheck.diagnose.errors import error_finding
 
         return [error_finding(self.name, ctx, error, "runtime-error"), *self.findings]

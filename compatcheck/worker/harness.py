@@ -11,7 +11,7 @@ import traceback
 from contextlib import contextmanager, nullcontext
 
 from compatcheck.deadline import within
-from compatcheck.errors import UsageError, one_line
+from compatcheck.errors import UsageError, chain, one_line
 from compatcheck.ladder import BY_NAME
 from compatcheck.report import verdict
 from compatcheck.report.model import PhaseRecord, StageResult, Status
@@ -138,7 +138,8 @@ class StageRun:
                          if getattr(leaf, f"max_{name}_error") is not None] for name in ("abs", "rel")}
         return verdict.result(
             self.stage.name, self.evidence.model_copy(deep=True), seconds=round(self.seconds, 3),
-            error=self.error_text, findings=list(self.findings), recipes=list(self.recipes), timings=self.timings,
+            error=self.error_text, call=self.stage.call_ran.source() if self.stage.call_ran else None,
+            findings=list(self.findings), recipes=list(self.recipes), timings=self.timings,
             load=self.load, sweep=self.sweep, precision=self.precision, backend=self.backend,
             max_abs_error=max(errors["abs"], default=None), max_rel_error=max(errors["rel"], default=None),
             artifacts={k: v for k, v in self.ctx.artifacts.items() if k == self.stage.name})
@@ -156,9 +157,5 @@ def _release(*errors: BaseException | None) -> None:
     """Drop the locals the stage's exceptions hold through their tracebacks (a model that failed after
     allocating gigabytes), so the stages after it get that memory back."""
     for error in errors:
-        seen = set()
-        while error is not None and id(error) not in seen:
-            seen.add(id(error))
-            traceback.clear_frames(error.__traceback__)
-            error = error.__cause__ or error.__context__
-
+        for one in chain(error):
+            traceback.clear_frames(one.__traceback__)

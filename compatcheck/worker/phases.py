@@ -14,8 +14,10 @@ from typing import Callable
 
 from compatcheck.errors import one_line
 from compatcheck.ladder import REFERENCE
-from compatcheck.report.model import Finding, Status, SweepInfo
-from compatcheck.worker.runs import run_input_set, run_swept, variation_finding
+from compatcheck.report.model import Status, SweepInfo
+from compatcheck.diagnose.broken_env import broken_environment
+from compatcheck.diagnose.variation import variation_finding
+from compatcheck.worker.runs import run_input_set, run_swept
 
 # Seconds the supervisor waits past a phase's budget before it kills the worker: time for the
 # deadline inside it to stop Python code and for the phase to say so.
@@ -111,7 +113,7 @@ def diagnosis(run) -> tuple[str, str] | None:
     artifact of a model random by design kept varying; a pass's note."""
     ctx, stage, status = run.ctx, run.stage, run.status
     if status is Status.BROKEN_ENV:
-        run.findings = [Finding(stage=stage.name, kind="broken-environment", message=run.evidence.environment)]
+        run.findings = [broken_environment(stage.name, run.evidence.environment)]
         return None
     failed = None
     try:

@@ -10,9 +10,9 @@ import shutil
 import torch
 
 from compatcheck.deadline import within
+from compatcheck.diagnose.proven import factory_only, proven_recipe
 from compatcheck.recipes import Recipe, apply_setting
 from compatcheck.stages.base import StageContext
-from compatcheck.report.model import Finding
 from compatcheck.worker.guards import isolated_globals, recording_warnings
 from compatcheck.worker.runs import MODEL_ERRORS, run_input_set, run_swept
 from compatcheck.worker.skips import skip_reason
@@ -36,13 +36,14 @@ def try_recipes(run, budget: float) -> str | None:
     # other settings.
     recipes = [*(r for r in own if r.sample), *_catalog(run), *(r for r in own if not r.sample)]
     outcomes: dict = {}
+    calls: dict = {}  # recipe -> the call its build ran, as the finding shows it
     trying = None
     with within(budget) as timer:
         for trying in recipes:
             if any(passed is True and not tried.sample for tried, passed in outcomes.items()):
                 break
             run.ctx.step(f"while trying {trying.what} (recipes)")
-            outcomes[trying] = _passes_with(type(run.stage), run.ctx, trying)
+            outcomes[trying] = _passes_with(type(run.stage), run.ctx, trying, calls)
             said = {True: "passes on every input set", False: "fails too", "factory": "not checked: only the "
                     f"factory can set it ({trying.factory})" if trying.factory else
                     "not checked: the model has no such setting"}
@@ -52,11 +53,11 @@ def try_recipes(run, budget: float) -> str | None:
         note = f"the recipe search was cut short: --diagnose-budget {budget:g}s ran out"
         left = recipes[recipes.index(trying):]
         run.recipes += [f"{left[0].what}: not finished, {note}"] + [f"{r.what}: not tried, {note}" for r in left[1:]]
-    _conclude(run, recipes, outcomes)
+    _conclude(run, recipes, outcomes, calls)
     return note
 
 
-def _conclude(run, recipes: list[Recipe], outcomes: dict) -> None:
+def _conclude(run, recipes: list[Recipe], outcomes: dict, calls: dict) -> None:
     """What the recipes tried prove: the sample's answer for a size-one finding, a finding per recipe that
     passed, and one per recipe only the factory can set."""
     from compatcheck.diagnose.sample import SIZE_ONE, proven_order
@@ -68,15 +69,10 @@ def _conclude(run, recipes: list[Recipe], outcomes: dict) -> None:
             proven_order(ctx, finding, sample, outcomes.get(sample) if sample else None)
     for recipe, passed in outcomes.items():
         if passed is True and not recipe.sample:
-            call = "\n".join(filter(None, [recipe.setting and _setting_line(ctx, recipe), stage.call(ctx, recipe)]))
-            run.findings.append(Finding(
-                stage=stage.name, kind="passes-with", op=recipe.what, rewrite=call,
-                message=f"{stage.name} passes with {recipe.what}, checked on every input set"))
+            call = "\n".join(filter(None, [recipe.setting and _setting_line(ctx, recipe), calls.get(recipe)]))
+            run.findings.append(proven_recipe(stage.name, recipe.what, call))
         elif passed == "factory" and recipe.factory:
-            run.findings.append(Finding(
-                stage=stage.name, kind="passes-with", op=recipe.what,
-                message=f"not checked: needs a change in your factory: build the model with {recipe.factory} "
-                        f"({recipe.what}); the built model offers no way to switch it afterwards"))
+            run.findings.append(factory_only(stage.name, recipe.what, recipe.factory))
 
 
 def _setting_line(ctx: StageContext, recipe) -> str:
@@ -84,11 +80,11 @@ def _setting_line(ctx: StageContext, recipe) -> str:
     return apply_setting(ctx.spec.pristine.copy() if ctx.spec.pristine else ctx.spec.model, recipe.setting)
 
 
-def _passes_with(stage_class, ctx: StageContext, recipe):
+def _passes_with(stage_class, ctx: StageContext, recipe, calls: dict):
     """Build a fresh stage with `recipe` on a pristine model, in a folder of its own, and run every input
     set through it, and through the stage that runs its artifact where it names one (the ONNX file in
     onnxruntime): a recipe passes only where what users deploy passes. 'factory' where the recipe's
-    setting is not on the built model."""
+    setting is not on the built model. The call the build ran goes into `calls`."""
     from compatcheck import stages
 
     stage = stage_class()
@@ -108,6 +104,8 @@ def _passes_with(stage_class, ctx: StageContext, recipe):
                 if check is not stage and skip_reason(check, ctx):
                     return False  # nothing here runs the artifact: the recipe is not proven
                 runner = check.build(ctx)
+                if check is stage and stage.call_ran is not None:
+                    calls[recipe] = stage.call_ran.source()
                 if runner is None:
                     continue
                 if not all(run_input_set(ctx, runner, index, one, check).ok

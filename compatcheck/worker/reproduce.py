@@ -80,7 +80,7 @@ class Reproduction:
 
         from compatcheck.options import RunOptions
         from compatcheck.spec import cast, load
-        from compatcheck.stages.base import StageContext
+        from compatcheck.stages.base import StageContext, bound
 
         if os.path.isdir(cwd):  # the worker ran in the user's working directory, with it first on sys.path
             os.chdir(cwd)
@@ -105,6 +105,7 @@ class Reproduction:
         self.model = self.spec.model
         self.input_sets = [(s.args, s.kwargs) for s in self.spec.given_inputs]
         self.dynamic_shapes = self.spec.dynamic_shapes
+        self.bound = bound(self.ctx)  # what the stage's call reads, bound as the run bound it
 
     def check(self, build, stage: str, expected: str | None) -> int:
         import torch

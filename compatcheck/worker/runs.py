@@ -12,8 +12,9 @@ import time
 import torch
 
 from compatcheck.compare import compare_outputs, flatten
+from compatcheck.diagnose.variation import lost, what_varies
 from compatcheck.errors import one_line
-from compatcheck.report.model import Finding, InputSetResult
+from compatcheck.report.model import InputSetResult
 from compatcheck.stages.base import Stage, identical
 from compatcheck.variation import SEEDS, clock_moved
 
@@ -71,46 +72,16 @@ def _run_swept(ctx, runner, swept, flat: bool) -> InputSetResult:
     return InputSetResult(index=-1, label=swept.label, ok=ok, structure=structure, seconds=seconds, leaves=leaves)
 
 
-def _varies(ctx) -> str:
-    """'aten.bernoulli_ at model.py:12': what makes eager's outputs change, and where."""
-    site = ctx.varies.first()
-    return site.what + (f" at {ctx.spec.user.display(site.frame.filename)}:{site.frame.lineno}" if site.frame else "")
-
-
-def lost(ctx) -> str:
-    if ctx.varies.random:
-        return (f"the randomness was lost: eager's outputs change with the seed ({_varies(ctx)}), these do not: one "
-                "draw was frozen in when the artifact was built")
-    return (f"the reading of the clock was lost: eager's outputs change with the time ({_varies(ctx)}), these do "
-            "not: the time the artifact was built at is frozen in")
-
-
-def variation_finding(stage: str, ctx, passed: bool) -> Finding:
-    """For a model random by design or reading the clock: its outputs were not compared value by value;
-    the artifact kept varying (a note), or it did not (the randomness was lost when it was built)."""
-    site = ctx.varies.first()
-    if passed:
-        return ctx.spec.user.finding(
-            stage, "nondeterministic", f"values not compared: {_what_varies(ctx)}; the artifact's outputs change with "
-            f"the {'seed' if ctx.varies.random else 'time'} as eager's do, and their types and shapes match",
-            location=site.frame, op=site.what)
-    return ctx.spec.user.finding(stage, "variation-lost", lost(ctx), location=site.frame, op=site.what)
-
-
 def not_compared(ctx, stage: Stage) -> str:
     """The reason of a pass for a model whose outputs change by design: which were compared, which not."""
     names = [name for name, _ in flatten(ctx.reference[0])[0]]
     unvalued = ctx.unvalued(0, stage.same_random)
     if not unvalued:
-        return f"{_what_varies(ctx)}: compared under eager's seed, whose numbers the artifact draws; they vary here too"
+        return f"{what_varies(ctx)}: compared under eager's seed, whose numbers the artifact draws; they vary here too"
     skipped = [f"output {names[i]}" for i in sorted(unvalued) if i < len(names)]
     compared = [f"output {name}" for i, name in enumerate(names) if i not in unvalued]
-    return (f"values of {', '.join(skipped[:4])}{', ...' if len(skipped) > 4 else ''} not compared: {_what_varies(ctx)}; "
+    return (f"values of {', '.join(skipped[:4])}{', ...' if len(skipped) > 4 else ''} not compared: {what_varies(ctx)}; "
             f"they vary here too" + (f"; {', '.join(compared[:4])} compared by value" if compared else ""))
-
-
-def _what_varies(ctx) -> str:
-    return f"{'random' if ctx.varies.random else 'reads the clock'} ({_varies(ctx)})"
 
 
 def _varies_too(ctx, runner, input_set, outputs, structure, raised) -> tuple[bool, str | None]:

@@ -38,7 +38,8 @@ def test_the_program_of_torch_export_passes_where_the_usual_onnx_call_fails():
     assert "the program of torch.export.export" in finding["message"] and "checked on every input set" in finding["message"]
     assert finding["rewrite"].splitlines() == [
         "program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)",
-        "torch.onnx.export(program, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, dynamo=True)"]
+        "onnx_program = torch.onnx.export(program, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, verbose=False, "
+        "dynamo=True)"]
     tried = stage(report, "onnx_export")["recipes"]
     assert any(line.startswith("the inferred dims as Dim.AUTO") and line.endswith("fails too") for line in tried)
     assert "Dim.AUTO" not in json.dumps(offered(report, "onnx_export"))  # tried, did not help: not offered
@@ -62,18 +63,18 @@ def test_optimize_false_is_offered_where_the_exporters_graph_optimizer_fails():
     assert "object at 0x" not in export["reason"]
     assert export["recipes"] == ["optimize=False (the exporter's graph optimizer left out): passes on every input set"]
     [finding] = offered(report, "onnx_export")
-    assert finding["rewrite"] == ("torch.onnx.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, "
-                                  "dynamo=True, optimize=False)")
+    assert finding["rewrite"] == ("onnx_program = torch.onnx.export(model, args, kwargs=kwargs, "
+                                  "dynamic_shapes=dynamic_shapes, verbose=False, optimize=False, dynamo=True)")
 
 
 def test_an_error_chained_to_itself_is_read_once():
     """`raise exc from exc` makes a cause chain that loops: reading it must end (it hung the worker on RAFT)."""
     from compatcheck.diagnose.dynamic_dims import is_specialization
-    from compatcheck.errors import causes
+    from compatcheck.errors import chain
 
     error = RuntimeError("no ONNX function")
     error.__cause__ = error
-    assert list(causes(error)) == [error]
+    assert list(chain(error)) == [error] and list(chain(error, contexts=False)) == [error]
     assert is_specialization(error) is False
 
 
@@ -101,7 +102,9 @@ def test_the_other_exporter_is_offered_where_the_dynamo_exporter_has_no_translat
     assert stage(report, "onnx_export")["status"] == "fail"
     [finding] = offered(report, "onnx_export")
     assert finding["op"] == "dynamo=False (the TorchScript-based exporter)"
-    assert finding["rewrite"].startswith("torch.onnx.export(model, args, 'model.onnx', kwargs=kwargs, dynamo=False, ")
+    assert finding["rewrite"].splitlines()[0] == "# path: where the ONNX file is written"
+    assert finding["rewrite"].splitlines()[1].startswith("torch.onnx.export(model, args, path, kwargs=kwargs, ")
+    assert finding["rewrite"].endswith("dynamo=False)")
     assert "dynamic_axes={'input0': {0: 'input0_dim0'}}" in finding["rewrite"]
 
 

@@ -54,7 +54,7 @@ class OnnxExport(Stage):
         if not dynamo:
             names, axes = _legacy_axes(ctx)
             return StageCall((step("torch.onnx.export", MODEL, ARGS, PATH, kwargs=KWARGS, input_names=names,
-                                   dynamic_axes=axes, **keywords),))
+                                   dynamic_axes=axes, **keywords),), "path: where the ONNX file is written")
         steps, target, dims, comment = [], MODEL, DYNAMIC_SHAPES, None
         if recipe and recipe.auto_dims:
             dims, comment = Name("auto_dynamic_shapes"), "auto_dynamic_shapes: dynamic_shapes, each Dim.DYNAMIC as Dim.AUTO"

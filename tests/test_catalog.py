@@ -210,3 +210,18 @@ def test_the_catalog_rewrite_goes_where_it_fits_the_line_and_library_advice_wher
     assert "not in yours" in theirs.advice and "report it upstream" in theirs.advice
     assert "reproduce_jit_trace.py" in theirs.advice
     assert "attn_implementation" not in theirs.advice  # no switch that does not fit this code
+
+
+def test_a_miner_with_rewrites_takes_its_keywords():
+    """aot_inductor asks export's miner for kind="compile-error": the wrapper passes keywords through."""
+    from types import SimpleNamespace
+
+    from compatcheck.diagnose.catalog import with_rewrites
+    from compatcheck.diagnose.found import plain
+
+    @with_rewrites
+    def miner(stage, ctx, error, kind="export-error"):
+        return [plain(stage, kind, str(error))]
+
+    ctx = SimpleNamespace(options=SimpleNamespace(rewrites=None))
+    assert [f.kind for f in miner("aot_inductor", ctx, "boom", kind="compile-error")] == ["compile-error"]

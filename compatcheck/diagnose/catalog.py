@@ -206,7 +206,7 @@ def with_rewrites(miner):
     """Wrap a miner `(stage, ctx, ...) -> findings` so its findings carry the catalog's rewrites."""
 
     @functools.wraps(miner)
-    def wrapped(stage, ctx, *args):
-        return load(ctx.options.rewrites).attach(miner(stage, ctx, *args))
+    def wrapped(stage, ctx, *args, **keywords):
+        return load(ctx.options.rewrites).attach(miner(stage, ctx, *args, **keywords))
 
     return wrapped

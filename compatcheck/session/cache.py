@@ -65,7 +65,7 @@ from compatcheck.report.model import CacheOrigin, ModelInfo, StageResult, Status
 CACHEABLE = {Status.PASS, Status.MISMATCH, Status.FAIL}
 KEY_VARIABLES = re.compile(
     RELEVANT.pattern + r"|^(PYTHONPATH|PYTHONHASHSEED|LD_LIBRARY_PATH|LD_PRELOAD|KMP_.*|HF_.*|TRANSFORMERS_.*|"
-    r"TOKENIZERS_.*|COMPATCHECK_TRITONSERVER)$")
+    r"TOKENIZERS_.*|COMPATCHECK_TRITONSERVER|COMPATCHECK_SANDBOX)$")
 SECRET_VARIABLE = "COMPATCHECK_CACHE_KEY"
 ENTRY = "entry.json"
 LOG = "worker.log"

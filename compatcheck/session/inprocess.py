@@ -21,7 +21,8 @@ class InProcess:
         self.options = options
         self.workdir = workdir
         self.on_event = on_event or (lambda kind, stage, result: None)
-        self.outcome = Outcome(results=dict(done or {}), artifacts=dict(artifacts or {}))
+        self.outcome = Outcome(results=dict(done or {}), artifacts=dict(artifacts or {}),
+                               key_reach="readable by the model under test: it runs in this process (isolate=False)")
 
     def run(self) -> Outcome:
         from compatcheck.worker.main import loaded_message, run_stages

@@ -24,6 +24,7 @@ class Outcome:
     dependencies: dict[str, dict] = field(default_factory=dict)  # per computed stage: the worker's manifest
     producers: dict[str, int] = field(default_factory=dict)  # per computed stage: the lane whose worker ran it
     workers: int = 0
+    key_reach: str | None = None  # whether the model under test could reach the cache's key, in words
     # per stage still running: the verdict its worker sent, and the evidence it was judged from
     judged: dict[str, tuple[StageResult, Evidence]] = field(default_factory=dict)
 

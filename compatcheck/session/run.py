@@ -240,7 +240,9 @@ def _assemble(report: Report, request: RunRequest, known: _Known, outcome, workd
               published: Published | None) -> None:
     """The report from every stage's result, in ladder order, with the routes they open."""
     report.model = outcome.model or known.model
-    report.environment = outcome.environment or known.environment
+    report.environment = dict(outcome.environment or known.environment)
+    if outcome.key_reach:  # said only where the model ran in this run
+        report.environment["cache key"] = outcome.key_reach
     report.workers = outcome.workers
     report.dependencies = dict(sorted(known.dependencies.items()))
     for name in request.options.stages:

@@ -24,6 +24,7 @@ from typing import Callable
 
 from compatcheck import ladder, redact, untrusted
 from compatcheck.session.containment import Box, Containment
+from compatcheck.session.sandbox import Sandbox, enter
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.protocol import MESSAGE, Done, Step, WorkerRequest
@@ -143,8 +144,10 @@ class Supervisor:
         self.processes: set[subprocess.Popen] = set()
         self.stopping = False
         self.containment: Containment | None = None
+        self.sandbox = Sandbox.here()
         # Filled as results arrive, so an interrupted run keeps what it has.
-        self.outcome = Outcome(results=dict(done or {}), artifacts=dict(artifacts or {}))
+        self.outcome = Outcome(results=dict(done or {}), artifacts=dict(artifacts or {}),
+                               key_reach=self.sandbox.describe())
 
     def run(self) -> Outcome:
         todo = [name for name in self.options.stages if name not in self.outcome.results]
@@ -182,21 +185,26 @@ class Supervisor:
         log = open(self.workdir / f"worker-{lane}.log", "ab")
         box = self._box()
         parent, limit = os.getpid(), self.options.memory_limit
+        env = {**self.sandbox.environment(dict(os.environ), self.workdir), **box.env}
+        ruleset = self.sandbox.ruleset()  # the folders as they are now: what the worker may reach
 
         def prepare():  # in the worker, before exec
             box.enter(parent)
             if limit:
                 resource.setrlimit(resource.RLIMIT_DATA, (limit * 2**20, limit * 2**20))
+            enter(ruleset)
 
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "compatcheck.worker", str(request_path), str(write_fd)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
                 start_new_session=True,  # its own process group: Ctrl-C reaches us, and we kill it whole
-                preexec_fn=prepare, env={**os.environ, **box.env},
+                preexec_fn=prepare, env=env,
             )
         finally:
             os.close(write_fd)
+            if ruleset is not None:
+                os.close(ruleset)
             log.close()
         with self.lock:
             self.processes.add(process)

@@ -24,7 +24,8 @@ from compatcheck.files import copy_into
 PREFIX = "compatcheck-run-"
 OWNER = "owner"
 LOCK = ".compatcheck.lock"
-PRIVATE = ("worker-request-", OWNER)  # the run's plumbing, not results
+WORKER_TEMP = "worker-tmp"  # the workers' TMPDIR where the sandbox keeps them from the usual one
+PRIVATE = ("worker-request-", OWNER, WORKER_TEMP + "/")  # the run's plumbing, not results
 UNOWNED_GRACE = 60.0  # seconds a folder may lack its owner file: the moment between creating it and writing it
 
 

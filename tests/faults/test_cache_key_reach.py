@@ -1,0 +1,65 @@
+"""The model under test cannot forge cache entries: its worker holds no key in its environment, and
+where Landlock is there the key's folder, the cache folder and the parent's environment are out of its
+reach. Without Landlock (COMPATCHECK_SANDBOX=off runs the worker as a kernel without it would) the key
+is readable, as the docs say, and a forged entry is served: the test shows both."""
+
+import json
+import secrets
+
+import pytest
+
+from compatcheck.session.sandbox import KEPT, landlock_abi
+from tests.conftest import ROOT, run_json
+
+HOSTILE = ROOT / "tests" / "faults" / "models" / "forges_cache_entry.py"
+VICTIM = """\
+import torch
+
+
+def get_model():
+    return torch.nn.Linear(3, 2)
+
+
+def get_inputs():
+    return [torch.randn(2, 3)]
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+def test_a_model_cannot_sign_an_entry_for_another_model(tmp_path, monkeypatch, sandbox):
+    if sandbox == "on" and not landlock_abi():
+        pytest.skip("this kernel has no Landlock: only the environment is scrubbed (docs: Isolation and safety)")
+    state, cache = tmp_path / "state", tmp_path / "cache"
+    key = secrets.token_hex(32)
+    (state / "compatcheck").mkdir(parents=True, mode=0o700)
+    (state / "compatcheck" / "cache.key").write_text(key + "\n")
+    (state / "compatcheck" / "cache.key").chmod(0o600)
+    monkeypatch.setenv("COMPATCHECK_CACHE_KEY", key)  # the key in the parent's environment too
+    monkeypatch.setenv("COMPATCHECK_SANDBOX", sandbox)
+    victim = tmp_path / "victim.py"
+    victim.write_text(VICTIM)
+    _, first = run_json(tmp_path, "run", str(victim), "--stages", "eager", "--no-cache")
+    cache.mkdir()
+    (tmp_path / "out").mkdir()  # made before the worker starts: it may write there, not beside the cache
+    found = tmp_path / "out" / "found.json"
+    for name, value in {"FORGE_STATE": state, "FORGE_CACHE": cache, "FORGE_VICTIM_KEY": first["run_key"],
+                        "FORGE_REPORT": found}.items():
+        monkeypatch.setenv(name, str(value))
+    _, hostile = run_json(tmp_path, "run", str(HOSTILE), "--stages", "eager")
+    attack = json.loads(found.read_text())
+    _, served = run_json(tmp_path, "run", str(victim), "--stages", "eager")
+    eager = served["stages"][0]
+    assert attack["environment"] is None  # the worker's own environment holds no key either way
+    assert set(attack["variables"]) <= KEPT and "COMPATCHECK_RUN" in attack["variables"]
+    assert attack["parent's environment"] == ""  # blanked in the block /proc/<pid>/environ shows
+    if sandbox == "on":
+        assert hostile["environment"]["cache key"].startswith("out of the model's reach (Landlock ABI")
+        assert attack["key file"] == "denied: Permission denied"
+        assert attack["cache folder"] == "denied: Permission denied" and attack["forged"] == "no key"
+        assert not eager["cached"] and eager["reason"] != "FORGED"  # computed afresh
+    else:
+        assert hostile["environment"]["cache key"].startswith("readable by the model under test: "
+                                                              "COMPATCHECK_SANDBOX=off")
+        assert attack["key file"] == key
+        assert attack["cache folder"] == "written" and attack["forged"] == "stored"
+        assert eager["cached"] and eager["reason"] == "FORGED"  # what the docs warn of

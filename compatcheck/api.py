@@ -1,6 +1,7 @@
 """The Python API: `check()` a model, or `assert_deployable()` it inside a test suite.
 
-`model` is a torch.nn.Module object or a "path.py[:factory]" string, as on the command line. An
+`model` is a torch.nn.Module object (a torch.fx.GraphModule too; not TorchScript, nor an exported
+program: their forward is no longer Python) or a "path.py[:factory]" string, as on the command line. An
 object goes to the worker processes as a pickled file (payload.py), so a stage that crashes or
 hangs cannot take the caller's process down; `isolate=False` runs the stages in this process
 instead, for models that cannot be pickled.
@@ -71,17 +72,19 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
     if isinstance(model, (str, Path)):
         from compatcheck.target import check_model_path, parse_target
 
+        path, factory = parse_target(str(model))
+        try:
+            check_model_path(path)
+        except UsageError as exc:
+            raise UsageError(f"{exc}; {TAKES}") from None
         if inputs is not None or dynamic_shapes is not None or tolerance is not None:
             raise UsageError("a model file brings its own inputs, dynamic shapes and TOLERANCE; "
                              "pass inputs, dynamic_shapes and tolerance only with a model object")
-        path, factory = parse_target(str(model))
-        check_model_path(path)
         return execute(RunRequest(path.resolve(), factory, **run))
 
-    import torch
-
-    if not isinstance(model, torch.nn.Module):
-        raise UsageError(f"model is {type(model).__name__}; expected a torch.nn.Module or a 'path.py[:factory]'")
+    refused = _refusal(model)
+    if refused:
+        raise UsageError(f"{refused}; {TAKES}")
     if inputs is None:
         raise UsageError("check(model, inputs): a model object needs its inputs (an input set or a list of them)")
     from compatcheck.spec import normalize_inputs
@@ -95,6 +98,34 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
     from compatcheck.payload import pack
 
     return execute(RunRequest(source, factory, payload=pack(model, inputs, dynamic_shapes, tolerance, source), **run))
+
+
+TAKES = ("check() takes a torch.nn.Module whose forward is Python code, with its inputs, or a model file "
+         "'path.py[:factory]'")
+
+
+def _refusal(model) -> str | None:
+    """What the model is, where check() cannot take it: the stages make TorchScript and exported programs
+    from a module's Python forward, and read its source for the findings."""
+    import torch
+    from torch.export import _unlift
+
+    if isinstance(model, torch.export.ExportedProgram):
+        return ("model is a torch.export ExportedProgram: pass the module you exported, the export stage "
+                "exports it")
+    # ExportedProgram.module(): a GraphModule that cannot be put in eval mode nor pickled
+    if isinstance(model, getattr(_unlift, "_StatefulGraphModule", ())):
+        return ("model is the module of a torch.export ExportedProgram (ExportedProgram.module()): pass the "
+                "module you exported, the export stage exports it")
+    if isinstance(model, torch.jit.ScriptModule):
+        return ("model is a TorchScript module (torch.jit.script or torch.jit.trace made it), whose forward is "
+                "no longer Python: pass the module you scripted or traced, the jit_script and jit_trace stages "
+                "make TorchScript from it")
+    if not isinstance(model, torch.nn.Module):
+        what = "None" if model is None else f"a {type(model).__name__}"
+        wrap = ": wrap it in a torch.nn.Module whose forward calls it" if callable(model) else ""
+        return f"model is {what}{wrap}"
+    return None
 
 
 def _check_in_process(model, inputs, dynamic_shapes, tolerance, source, run: dict) -> Report:

@@ -205,3 +205,20 @@ def test_the_cache_serves_the_same_object_and_not_a_changed_one(tmp_path):
     changed = compatcheck.check(model, torch.ones(2, 3), stages=["jit_script"])
     assert changed.workers == 1 and not any(stage.cached for stage in changed.stages)
     assert (tmp_path / "art" / "model.payload.pt").exists() and (tmp_path / "art" / "reproduce_jit_script.py").exists()
+
+
+class Centre(nn.Module):
+    def forward(self, x):
+        return x - x.mean()
+
+
+SIGNALS = [torch.randn(16), torch.randn(24)]  # 1-D: dim 0 is each signal's length, no batch
+
+
+def test_batch_dim_is_check_s_keyword_for_what_a_model_file_says_with_batch_dim():
+    found = compatcheck.check(Centre(), SIGNALS, stages=["eager"], cache=False, isolate=False).findings
+    assert [f.kind for f in found] == ["batch-dependence"] and "say so with check()'s batch_dim" in found[0].message
+    declared = compatcheck.check(Centre(), SIGNALS, batch_dim=None, stages=["eager"], cache=False)  # in the payload
+    assert declared.workers == 1 and declared.findings == []
+    with pytest.raises(compatcheck.UsageError, match=r"^batch_dim puts x's batch on dim 1, but x has 1 dim"):
+        compatcheck.check(Centre(), SIGNALS, batch_dim=1, stages=["eager"])

@@ -1,6 +1,7 @@
 """The Python API: `check()` a model, or `assert_deployable()` it inside a test suite.
 
-`model` is a torch.nn.Module object or a "path.py[:factory]" string, as on the command line. An
+`model` is a torch.nn.Module object (a torch.fx.GraphModule too; not TorchScript, nor an exported
+program: their forward is no longer Python) or a "path.py[:factory]" string, as on the command line. An
 object goes to the worker processes as a pickled file (payload.py), so a stage that crashes or
 hangs cannot take the caller's process down; `isolate=False` runs the stages in this process
 instead, for models that cannot be pickled.
@@ -47,16 +48,16 @@ def _say(line: str) -> None:
     print(clean(line, lines=True), file=sys.stderr)
 
 
-def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = None, isolate: bool = True,
-          **options) -> Report:
+def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = None, batch_dim=0,
+          isolate: bool = True, **options) -> Report:
     """Walk `model` down the ladder and return the report `compatcheck run --json` writes.
 
     `inputs` is one input set or a list of them, as `get_inputs()` returns (leave it out for a
     model file). `options` are `compatcheck run`'s, with the same names and defaults (`stages`,
     `skip`, `atol`, `rtol`, `timeout`, `onnx_exporter`, `cache`, `artifacts`, ...: the options table,
-    compatcheck/options.py). `dynamic_shapes` and `tolerance` are what a model file's
-    `get_dynamic_shapes()` and `TOLERANCE` give. A bad argument raises compatcheck.UsageError with a
-    one-line reason.
+    compatcheck/options.py). `dynamic_shapes`, `tolerance` and `batch_dim` are what a model file's
+    `get_dynamic_shapes()`, `TOLERANCE` and `BATCH_DIM` give. A bad argument raises
+    compatcheck.UsageError with a one-line reason.
     """
     from compatcheck.options import parse
     from compatcheck.session.run import RunRequest, execute
@@ -71,40 +72,74 @@ def check(model, inputs=None, *, dynamic_shapes=None, tolerance: dict | None = N
     if isinstance(model, (str, Path)):
         from compatcheck.target import check_model_path, parse_target
 
-        if inputs is not None or dynamic_shapes is not None or tolerance is not None:
-            raise UsageError("a model file brings its own inputs, dynamic shapes and TOLERANCE; "
-                             "pass inputs, dynamic_shapes and tolerance only with a model object")
         path, factory = parse_target(str(model))
-        check_model_path(path)
+        try:
+            check_model_path(path)
+        except UsageError as exc:
+            raise UsageError(f"{exc}; {TAKES}") from None
+        if inputs is not None or dynamic_shapes is not None or tolerance is not None or batch_dim != 0:
+            raise UsageError("a model file brings its own inputs, dynamic shapes, TOLERANCE and BATCH_DIM; "
+                             "pass inputs, dynamic_shapes, tolerance and batch_dim only with a model object")
         return execute(RunRequest(path.resolve(), factory, **run))
 
-    import torch
-
-    if not isinstance(model, torch.nn.Module):
-        raise UsageError(f"model is {type(model).__name__}; expected a torch.nn.Module or a 'path.py[:factory]'")
+    refused = _refusal(model)
+    if refused:
+        raise UsageError(f"{refused}; {TAKES}")
     if inputs is None:
         raise UsageError("check(model, inputs): a model object needs its inputs (an input set or a list of them)")
-    from compatcheck.spec import normalize_inputs
+    from compatcheck.spec import check_batch_dim, named_inputs
 
-    normalize_inputs(inputs, "inputs")  # bad inputs fail here, before a worker starts
+    sets, _ = named_inputs(model, inputs, "inputs")  # bad inputs fail here, before a worker starts
+    check_batch_dim(batch_dim, sets, "batch_dim")
     source = _source_file(model)
     factory = type(model).__qualname__
+    parts = {"inputs": inputs, "dynamic_shapes": dynamic_shapes, "tolerance": tolerance, "batch_dim": batch_dim}
     if not isolate:
-        return _check_in_process(model, inputs, dynamic_shapes, tolerance, source, run)
+        return _check_in_process(model, parts, source, run)
 
     from compatcheck.payload import pack
 
-    return execute(RunRequest(source, factory, payload=pack(model, inputs, dynamic_shapes, tolerance, source), **run))
+    return execute(RunRequest(source, factory, payload=pack(model, parts, source), **run))
 
 
-def _check_in_process(model, inputs, dynamic_shapes, tolerance, source, run: dict) -> Report:
+TAKES = ("check() takes a torch.nn.Module whose forward is Python code, with its inputs, or a model file "
+         "'path.py[:factory]'")
+
+
+def _refusal(model) -> str | None:
+    """What the model is, where check() cannot take it: the stages make TorchScript and exported programs
+    from a module's Python forward, and read its source for the findings."""
+    import torch
+    from torch.export import _unlift
+
+    if isinstance(model, torch.export.ExportedProgram):
+        return ("model is a torch.export ExportedProgram: pass the module you exported, the export stage "
+                "exports it")
+    # ExportedProgram.module(): a GraphModule that cannot be put in eval mode nor pickled
+    if isinstance(model, getattr(_unlift, "_StatefulGraphModule", ())):
+        return ("model is the module of a torch.export ExportedProgram (ExportedProgram.module()): pass the "
+                "module you exported, the export stage exports it")
+    if isinstance(model, torch.jit.ScriptModule):
+        return ("model is a TorchScript module (torch.jit.script or torch.jit.trace made it), whose forward is "
+                "no longer Python: pass the module you scripted or traced, the jit_script and jit_trace stages "
+                "make TorchScript from it")
+    if not isinstance(model, torch.nn.Module):
+        what = "None" if model is None else f"a {type(model).__name__}"
+        wrap = ": wrap it in a torch.nn.Module whose forward calls it" if callable(model) else ""
+        return f"model is {what}{wrap}"
+    return None
+
+
+def _check_in_process(model, parts: dict, source, run: dict) -> Report:
     from compatcheck.session.run import RunRequest, execute
     from compatcheck.spec import INFER, assemble
 
     modes = {module: module.training for module in model.modules()}  # the stages run it in eval mode
     try:
-        spec = assemble(source, type(model).__qualname__, model, inputs, "inputs",
-                        INFER if dynamic_shapes is None else dynamic_shapes, tolerance, "tolerance", is_object=True)
+        dynamic_shapes = parts["dynamic_shapes"]
+        spec = assemble(source, type(model).__qualname__, model, parts["inputs"], "inputs",
+                        INFER if dynamic_shapes is None else dynamic_shapes, parts["tolerance"], "tolerance",
+                        is_object=True, batch_dim=(parts["batch_dim"], "batch_dim"))
         return execute(RunRequest(source, spec.factory, spec=spec, **run))
     finally:
         for module, training in modes.items():

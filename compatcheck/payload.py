@@ -73,15 +73,15 @@ def _checking_module(by_value: list):
     return types.SimpleNamespace(Pickler=Pickler, __name__="pickle"), cloudpickle
 
 
-def pack(model, inputs, dynamic_shapes, tolerance, source: Path) -> bytes:
-    """The file's bytes; a UsageError saying what cannot be pickled and how to fix it."""
+def pack(model, parts: dict, source: Path) -> bytes:
+    """The file's bytes, of the model and `parts` (check()'s inputs, dynamic_shapes, tolerance and
+    batch_dim); a UsageError saying what cannot be pickled and how to fix it."""
     import torch
 
     by_value: list[str] = []
     module, cloudpickle = _checking_module(by_value)
     buffer = io.BytesIO()
-    payload = {"model": model, "inputs": inputs, "dynamic_shapes": dynamic_shapes, "tolerance": tolerance,
-               "source": str(source)}
+    payload = {"model": model, **parts, "source": str(source)}
     how = ("define it at module level in a file on sys.path, pip install cloudpickle, or pass isolate=False "
            "to run in this process (a crash in a stage then ends it)")
     try:
@@ -112,4 +112,5 @@ def unpack(path: Path, sys_path: list[str]):
     model = payload["model"]
     dynamic = payload["dynamic_shapes"]
     return assemble(Path(payload["source"]), type(model).__qualname__, model, payload["inputs"], "inputs",
-                    INFER if dynamic is None else dynamic, payload["tolerance"], "tolerance", is_object=True)
+                    INFER if dynamic is None else dynamic, payload["tolerance"], "tolerance", is_object=True,
+                    batch_dim=(payload["batch_dim"], "batch_dim"))

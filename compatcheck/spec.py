@@ -1,8 +1,9 @@
 """Load the user's model (worker side only) into a ModelSpec, with one-line errors for bad input.
 
 A model file's protocol: `get_model()` (or the factory named after ':'), `get_inputs()` returning an
-input set or a list of input sets, optional `get_dynamic_shapes()`, `TOLERANCE` and `PADDING`. A model handed
-to `compatcheck.check()` as an object arrives with the same parts (see payload.py).
+input set or a list of input sets, optional `get_dynamic_shapes()`, `TOLERANCE`, `BATCH_DIM` and
+`PADDING`. A model handed to `compatcheck.check()` as an object arrives with the same parts (see
+payload.py).
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ class ModelSpec:
     dtype: torch.dtype | None = None  # --dtype float16/bfloat16: what the model and its inputs were cast to
     float32_inputs: list[InputSet] | None = None  # with `dtype`: the input sets in float32, for the float32 answers
     padding: dict[str, float] = field(default_factory=dict)  # input name -> the value samples are padded with
+    batch_dim: int | dict | None = 0  # BATCH_DIM: the batch's dim of every input, or by input name
 
     @property
     def input_sets(self) -> list[InputSet]:
@@ -500,6 +502,36 @@ def _check_padding(raw, first: InputSet) -> dict:
     return dict(raw)
 
 
+def _batch_dim_value(value, where: str, or_dict: str = "") -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise UsageError(f"{where} must be a dim index (an int >= 0), None for no batch dim{or_dict}, got {value!r}")
+
+
+def check_batch_dim(raw, sets: list[InputSet], where: str):
+    """BATCH_DIM: the dim of every tensor input that holds the batch, None where none does, or a dict
+    by input name (an input it leaves out keeps dim 0)."""
+    names = sets[0].names or []
+    for name, value in raw.items() if isinstance(raw, dict) else [(None, raw)]:
+        if name is not None and name not in names:
+            raise UsageError(f"{where} names {name!r}, which is no tensor input of forward; its tensor inputs are "
+                             f"{', '.join(names)}")
+        if name is None:
+            _batch_dim_value(value, where, ", or a dict of those by input name")
+        else:
+            _batch_dim_value(value, f"{where}[{name!r}]")
+    for one in sets:
+        for name, leaf, dim in zip(names, one.leaves(), resolve_batch_dims(raw, names)):
+            if dim and leaf.dim() <= dim:  # a 0-d tensor has no dim 0: it is simply not checked as a batch
+                raise UsageError(f"{where} puts {name}'s batch on dim {dim}, but {name} has {leaf.dim()} dim"
+                                 f"{'' if leaf.dim() == 1 else 's'} (shape {list(leaf.shape)})")
+    return raw
+
+
+def resolve_batch_dims(raw, names: list[str]) -> list[int | None]:
+    """Per tensor input (in InputSet.leaves() order), the dim BATCH_DIM puts its batch on, or None."""
+    return [raw.get(name, 0) if isinstance(raw, dict) else raw for name in names]
+
+
 def load(path: Path, factory: str = "get_model") -> ModelSpec:
     path = Path(path).resolve()
     check_model_path(path)
@@ -525,7 +557,8 @@ def load(path: Path, factory: str = "get_model") -> ModelSpec:
     get_dynamic = getattr(module, "get_dynamic_shapes", None)
     dynamic = _call(user, get_dynamic, "get_dynamic_shapes()") if callable(get_dynamic) else INFER
     spec = assemble(path, factory, model, raw_inputs, "get_inputs()", dynamic,
-                    getattr(module, "TOLERANCE", None), "TOLERANCE", pristine=pristine)
+                    getattr(module, "TOLERANCE", None), "TOLERANCE", pristine=pristine,
+                    batch_dim=(getattr(module, "BATCH_DIM", 0), "BATCH_DIM"))
     spec.build_sites = build_sites
     spec.padding = _check_padding(getattr(module, "PADDING", None), spec.given_inputs[0])
     return spec
@@ -541,16 +574,24 @@ def _forward_signature(model) -> inspect.Signature | None:
         return None
 
 
-def assemble(path: Path, factory: str, model, raw_inputs, inputs_from: str, dynamic_shapes, tolerance,
-             tolerance_from: str, *, is_object: bool = False, pristine: Pristine | None = None) -> ModelSpec:
-    """A ModelSpec from the parts, checked; `*_from` name where a bad part came from in errors."""
-    if not isinstance(model, torch.nn.Module):
-        raise UsageError(f"the model is {type(model).__name__}; expected a torch.nn.Module")
+def named_inputs(model, raw_inputs, inputs_from: str) -> tuple[list[InputSet], inspect.Signature | None]:
+    """The input sets, checked, with their tensors named by the parameters of forward; its signature."""
     sets = normalize_inputs(raw_inputs, inputs_from)
     signature = _forward_signature(model)
     for one in sets:
         one.names = [name + pytree.keystr(path) for name, value in top_level(one, signature)
                      for path, leaf in pytree.tree_flatten_with_path(value)[0] if isinstance(leaf, torch.Tensor)]
+    return sets, signature
+
+
+def assemble(path: Path, factory: str, model, raw_inputs, inputs_from: str, dynamic_shapes, tolerance,
+             tolerance_from: str, *, is_object: bool = False, pristine: Pristine | None = None,
+             batch_dim: tuple = (0, "batch_dim")) -> ModelSpec:
+    """A ModelSpec from the parts, checked; `*_from` and `batch_dim`'s second item name where a bad part
+    came from in errors."""
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"the model is {type(model).__name__}; expected a torch.nn.Module")
+    sets, signature = named_inputs(model, raw_inputs, inputs_from)
     inferred = isinstance(dynamic_shapes, str) and dynamic_shapes == INFER
     if inferred:
         dynamic_shapes = infer_dynamic_shapes(sets, signature)
@@ -570,4 +611,5 @@ def assemble(path: Path, factory: str, model, raw_inputs, inputs_from: str, dyna
         is_object=is_object,
         pristine=pristine or Pristine(model),
         signature=signature,
+        batch_dim=check_batch_dim(batch_dim[0], sets, batch_dim[1]),
     )

@@ -132,6 +132,39 @@ def test_bad_arguments_are_one_line_usage_errors(call, message):
     assert "\n" not in str(error.value)
 
 
+def _refused_models():
+    x = torch.ones(2, 3)
+    return {
+        "script": (lambda: torch.jit.script(Gate()), r"model is a TorchScript module .*pass the module you scripted"),
+        "trace": (lambda: torch.jit.trace(Scale(), (x,)), r"model is a TorchScript module .*jit_trace stages"),
+        "export": (lambda: torch.export.export(Scale(), (x,)), r"model is a torch.export ExportedProgram: pass the "
+                   r"module you exported"),
+        "export-module": (lambda: torch.export.export(Scale(), (x,)).module(), r"model is the module of a "
+                          r"torch.export ExportedProgram \(ExportedProgram.module\(\)\)"),
+        "function": (lambda: torch.relu, r"model is a builtin_function_or_method: wrap it in a torch.nn.Module"),
+        "none": (lambda: None, r"model is None; "),
+        "string": (lambda: "no_such_model.py", r"model file not found: no_such_model.py; "),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_refused_models()))
+def test_what_check_cannot_take_is_refused_saying_what_it_takes(kind):
+    make, says = _refused_models()[kind]
+    with pytest.raises(compatcheck.UsageError, match=says) as error:
+        compatcheck.check(make(), torch.ones(2, 3), stages=["eager"], cache=False)
+    message = str(error.value)
+    assert "\n" not in message and message.endswith(compatcheck.api.TAKES)
+
+
+@pytest.mark.parametrize("isolate", [True, False], ids=["isolated", "in-process"])
+def test_a_torch_fx_graph_module_is_checked_as_a_module(isolate):
+    traced = torch.fx.symbolic_trace(Scale())
+    report = compatcheck.check(traced, [torch.ones(2, 3), torch.ones(4, 3)], stages=["jit_trace"], cache=False,
+                               isolate=isolate)
+    assert verdicts(report.model_dump(mode="json")) == {"eager": "pass", "jit_trace": "pass"}
+    assert report.workers == (1 if isolate else 0)
+
+
 def test_a_model_file_path_works_as_on_the_command_line():
     report = compatcheck.check(f"{MODELS / 'item_call.py'}:get_model", stages=["jit_trace"], cache=False)
     assert verdicts(report.model_dump(mode="json")) == {"eager": "pass", "jit_trace": "mismatch"}
@@ -172,3 +205,20 @@ def test_the_cache_serves_the_same_object_and_not_a_changed_one(tmp_path):
     changed = compatcheck.check(model, torch.ones(2, 3), stages=["jit_script"])
     assert changed.workers == 1 and not any(stage.cached for stage in changed.stages)
     assert (tmp_path / "art" / "model.payload.pt").exists() and (tmp_path / "art" / "reproduce_jit_script.py").exists()
+
+
+class Centre(nn.Module):
+    def forward(self, x):
+        return x - x.mean()
+
+
+SIGNALS = [torch.randn(16), torch.randn(24)]  # 1-D: dim 0 is each signal's length, no batch
+
+
+def test_batch_dim_is_check_s_keyword_for_what_a_model_file_says_with_batch_dim():
+    found = compatcheck.check(Centre(), SIGNALS, stages=["eager"], cache=False, isolate=False).findings
+    assert [f.kind for f in found] == ["batch-dependence"] and "say so with check()'s batch_dim" in found[0].message
+    declared = compatcheck.check(Centre(), SIGNALS, batch_dim=None, stages=["eager"], cache=False)  # in the payload
+    assert declared.workers == 1 and declared.findings == []
+    with pytest.raises(compatcheck.UsageError, match=r"^batch_dim puts x's batch on dim 1, but x has 1 dim"):
+        compatcheck.check(Centre(), SIGNALS, batch_dim=1, stages=["eager"])

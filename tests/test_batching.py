@@ -6,13 +6,13 @@ as `compatcheck run` loads them (tests/models/ holds the causes the in-process w
 import pytest
 import torch
 
-from compatcheck.diagnose.batching import MAX_SAMPLES, batch_of, samples
+from compatcheck.diagnose.batching import MAX_SAMPLES, _groups, batch_of, samples
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
 from compatcheck.spec import load
 from compatcheck.stages.eager import Eager
 from compatcheck.stages.base import StageContext
-from tests.conftest import MODELS, ROOT
+from tests.conftest import MODELS, ROOT, run_cli
 
 
 def context(path, tmp_path) -> StageContext:
@@ -188,3 +188,97 @@ def test_at_most_max_samples_are_run_alone_from_every_input_set(tmp_path, write_
 def test_a_model_without_a_dynamic_batch_is_not_checked(tmp_path, write_model):
     path = write_model(LINEAR.replace("[torch.randn(3, 8), torch.randn(5, 8)]", "torch.randn(3, 8)"))
     assert samples(context(path, tmp_path).spec) == []
+
+
+SIGNAL = """
+import torch
+{batch_dim}
+
+class Centre(torch.nn.Module):
+    def forward(self, x):
+        return x - x.mean({over})
+
+
+def get_model():
+    return Centre()
+
+
+def get_inputs():
+    return [torch.randn({first}), torch.randn({second})]
+"""
+
+
+def signal(write_model, batch_dim="", over="", first="16", second="24", name="model.py"):
+    return write_model(SIGNAL.format(batch_dim=batch_dim, over=over, first=first, second=second), name)
+
+
+def test_a_model_without_a_batch_dim_is_told_how_to_declare_it(tmp_path, write_model):
+    [finding] = batch_findings(signal(write_model), tmp_path)  # a 1-D signal: dim 0 is its length
+    assert "taken along dim 0 of the inputs" in finding.message
+    assert "BATCH_DIM in the model file (None for no batch dim" in finding.message
+
+
+@pytest.mark.parametrize("batch_dim", ["BATCH_DIM = None", 'BATCH_DIM = {"x": None}'])
+def test_batch_dim_none_declares_no_batch(tmp_path, write_model, batch_dim):
+    path = signal(write_model, batch_dim)
+    assert samples(context(path, tmp_path).spec) == []
+    assert batch_findings(path, tmp_path) == []
+
+
+def test_batch_dim_one_takes_the_samples_along_dim_1(tmp_path, write_model):
+    # Channels by batch: centring each column is independent of the other columns, centring each row is not.
+    columns = signal(write_model, "BATCH_DIM = 1", "0, keepdim=True", "4, 3", "6, 5")
+    found = samples(context(columns, tmp_path).spec)
+    assert [tuple(sample.inputs.args[0].shape) for sample in found[:2]] == [(4, 1), (6, 1)]
+    assert batch_findings(columns, tmp_path) == []
+    along_dim_0 = signal(write_model, "", "0, keepdim=True", "4, 3", "6, 5", "along_dim_0.py")
+    assert batch_findings(along_dim_0, tmp_path) != []
+    [rows] = batch_findings(signal(write_model, "BATCH_DIM = 1", "1, keepdim=True", "4, 3", "4, 5", "rows.py"), tmp_path)
+    assert "taken along dim 1 of the inputs" in rows.message and rows.op == "aten.mean"
+
+
+SHARED = """
+import torch
+
+BATCH_DIM = {"table": None}
+
+
+class Lookup(torch.nn.Module):
+    def forward(self, x, table):
+        return x * table
+
+
+def get_model():
+    return Lookup()
+
+
+def get_inputs():
+    return [(torch.randn(3, 4), torch.randn(4)), (torch.randn(5, 4), torch.randn(4))]
+"""
+
+
+def test_an_input_batch_dim_names_none_is_shared_by_every_sample(tmp_path, write_model):
+    path = write_model(SHARED)
+    ctx = context(path, tmp_path)
+    found = samples(ctx.spec)
+    assert len(found) == 8 and all(sample.inputs.args[1].shape == (4,) for sample in found)
+    assert [len(group) for group in _groups(found, {})] == [3, 5], "only samples of one input set share its table"
+    assert batch_findings(path, tmp_path) == []
+
+
+@pytest.mark.parametrize("batch_dim, says", [
+    ("BATCH_DIM = -1", r"BATCH_DIM must be a dim index \(an int >= 0\), None for no batch dim, or a dict"),
+    ('BATCH_DIM = "batch"', "got 'batch'"),
+    ('BATCH_DIM = {"y": 0}', "BATCH_DIM names 'y', which is no tensor input of forward; its tensor inputs are x"),
+    ('BATCH_DIM = {"x": 1.0}', r"BATCH_DIM\['x'\] must be a dim index"),
+    ("BATCH_DIM = 1", r"BATCH_DIM puts x's batch on dim 1, but x has 1 dim \(shape \[16\]\)"),
+])
+def test_a_bad_batch_dim_is_a_model_file_error(write_model, batch_dim, says):
+    with pytest.raises(UsageError, match=says):
+        load(signal(write_model, batch_dim))
+
+
+def test_a_bad_batch_dim_exits_2_with_one_line(tmp_path, write_model):
+    proc = run_cli("run", str(signal(write_model, "BATCH_DIM = 2")), "--stages", "eager", "--no-cache")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: BATCH_DIM puts x's batch on dim 2, but x has 1 dim (shape [16])"

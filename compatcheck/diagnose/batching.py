@@ -1,10 +1,12 @@
 """Batch independence, in eager: each sample's answer alone against its answer inside a batch of the
 user's samples, as a server's dynamic batcher packs requests from different users into one batch.
 
-Checked for a model whose every tensor input has a dynamic dimension 0 (the batch), on at most
-MAX_SAMPLES rows of the input sets. Samples of the same shape are concatenated into one batch; where the
-model file's PADDING names every input whose sizes differ between samples, the shorter ones are padded
-at the end of those dims to the longest, and each answer is cut back to the sample's own sizes. A
+Checked for a model whose every tensor input has a dynamic batch dimension, on at most MAX_SAMPLES rows
+of the input sets: dim 0, or the one the model file's BATCH_DIM names per input (None: an input every
+sample shares, or a model with no batch at all). Samples of the same shape are concatenated into one
+batch; where the model file's PADDING names every input whose sizes differ between samples, the shorter
+ones are padded at the end of those dims to the longest, and each answer is cut back to the sample's own
+sizes. A
 difference counts only beyond the fp64-adjudicated tolerance of compare_outputs: CPU matrix kernels
 legitimately differ by ~1e-6 across batch sizes. Where an answer differs, the sample alone and the batch
 run again under a dispatch mode that records every aten op: the first op whose output, cut to the
@@ -27,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from compatcheck.compare import compare_leaf, compare_outputs, flatten
 from compatcheck.report.model import Finding
-from compatcheck.spec import InputSet, dynamic_dims
+from compatcheck.spec import InputSet, dynamic_dims, resolve_batch_dims
 from compatcheck.variation import SEEDS
 from compatcheck.diagnose.found import finding_at
 
@@ -46,86 +48,124 @@ class Sample:
     input_set: int
     row: int
     inputs: InputSet
+    dims: list[int | None]  # per tensor input, its batch dim; None for one every sample shares
 
     def describe(self) -> str:
         return f"input set {self.input_set + 1}, sample {self.row + 1}"
 
 
-def _rows(one: InputSet) -> int:
-    """The batch size every tensor of the input set shares (0 where they share none)."""
-    sizes = {leaf.shape[0] if leaf.dim() else 0 for leaf in one.leaves()}
+def _batch_dims(spec) -> list[int | None]:
+    """Per tensor input, the dim its batch is on; none at all where no input has one, or where one's is
+    not dynamic (a model exported at one batch size is served at that size alone)."""
+    dims = resolve_batch_dims(spec.batch_dim, spec.given_inputs[0].names or [])
+    dynamic = dynamic_dims(spec)
+    if all(dim is None for dim in dims) or any(dim is not None and dim not in one for dim, one in zip(dims, dynamic)):
+        return []
+    return dims
+
+
+def _per_input(one: InputSet, dims: list[int | None], fn) -> InputSet:
+    """`one` with fn(tensor, its batch dim) for every tensor: map visits them in leaves() order."""
+    order = iter(dims)
+    return one.map(lambda leaf: fn(leaf, next(order)))
+
+
+def _rows(one: InputSet, dims: list[int | None]) -> int:
+    """The batch size every batched tensor of the input set shares (0 where they share none)."""
+    sizes = {leaf.shape[dim] for leaf, dim in zip(one.leaves(), dims) if dim is not None}
     return sizes.pop() if len(sizes) == 1 else 0
 
 
 def samples(spec) -> list[Sample]:
     """Up to MAX_SAMPLES rows of the input sets, taken from every set in turn; none where not every
-    tensor input has a dynamic batch dimension."""
-    dims = dynamic_dims(spec)
-    if not dims or any(0 not in one for one in dims):
+    batched tensor input has a dynamic batch dimension."""
+    dims = _batch_dims(spec)
+    if not dims:
         return []
     sets = spec.input_sets
-    rows = [_rows(one) for one in sets]
+    rows = [_rows(one, dims) for one in sets]
     found = []
     for row in range(max(rows, default=0)):
         for index, one in enumerate(sets):
             if row < rows[index] and len(found) < MAX_SAMPLES:
-                found.append(Sample(index, row, one.map(lambda t, row=row: t[row:row + 1])))
+                sliced = _per_input(one, dims, lambda t, dim, row=row: t if dim is None else t.narrow(dim, row, 1))
+                found.append(Sample(index, row, sliced, dims))
     return found
 
 
 def _groups(found: list[Sample], padding: dict) -> list[list[Sample]]:
-    """Samples that can share a batch: the same shapes, but in the dims of the inputs PADDING names."""
+    """Samples that can share a batch: the same shapes but in the batch dim (and in the dims of the inputs
+    PADDING names), and the same inputs that every sample shares (those of one input set)."""
     groups: dict[tuple, list[Sample]] = {}
     for sample in found:
         names = sample.inputs.names or []
-        key = tuple((str(leaf.dtype), leaf.dim() if name in padding else tuple(leaf.shape[1:]))
-                    for name, leaf in zip(names, sample.inputs.leaves()))
+        key = tuple((str(leaf.dtype), ("shared", sample.input_set) if dim is None else leaf.dim() if name in padding
+                     else tuple(size for d, size in enumerate(leaf.shape) if d != dim))
+                    for name, leaf, dim in zip(names, sample.inputs.leaves(), sample.dims))
         groups.setdefault(key, []).append(sample)
     return [group for group in groups.values() if len(group) > 1]
 
 
-def _concatenated(column: list[torch.Tensor], pad) -> torch.Tensor:
+def _concatenated(column: list[torch.Tensor], pad, dim: int | None) -> torch.Tensor:
+    if dim is None:
+        return column[0]  # an input every sample shares
     if pad is None:
-        return torch.cat(column)
-    longest = [max(sizes) for sizes in zip(*(leaf.shape[1:] for leaf in column))]
-    batch = torch.full((len(column), *longest), pad, dtype=column[0].dtype)
+        return torch.cat(column, dim)
+    shape = [len(column) if d == dim else max(leaf.shape[d] for leaf in column) for d in range(column[0].dim())]
+    batch = torch.full(shape, pad, dtype=column[0].dtype)
     for row, leaf in enumerate(column):
-        batch[(slice(row, row + 1), *(slice(0, size) for size in leaf.shape[1:]))] = leaf
+        batch[tuple(slice(row, row + 1) if d == dim else slice(0, size) for d, size in enumerate(leaf.shape))] = leaf
     return batch
 
 
 def batch_of(group: list[Sample], padding: dict) -> InputSet:
-    """The samples concatenated along dim 0 (padded at the end where PADDING says how)."""
+    """The samples concatenated along their batch dim (padded at the end where PADDING says how)."""
     flats = [pytree.tree_flatten((sample.inputs.args, sample.inputs.kwargs)) for sample in group]
-    names = iter(group[0].inputs.names or [])
+    names, dims = iter(group[0].inputs.names or []), iter(group[0].dims)
     leaves = []
     for position, first in enumerate(flats[0][0]):
         if isinstance(first, torch.Tensor):
-            leaves.append(_concatenated([flat[position] for flat, _ in flats], padding.get(next(names, None))))
+            leaves.append(_concatenated([flat[position] for flat, _ in flats], padding.get(next(names, None)),
+                                        next(dims)))
         else:
             leaves.append(first)
     args, kwargs = pytree.tree_unflatten(leaves, flats[0][1])
     return InputSet(args, kwargs, group[0].inputs.names)
 
 
-def cut(alone: torch.Tensor, batched: torch.Tensor, position: int, count: int, padded: bool):
-    """The part of a batched tensor that belongs to the sample at `position`, in the sample's own sizes;
-    the whole tensor where it has no batch dim; None where the shapes do not say which part."""
-    if alone.dim() != batched.dim():
-        return None
-    if alone.shape == batched.shape:
-        return batched
-    scaled = [d for d in range(alone.dim()) if batched.shape[d] == count * alone.shape[d] != alone.shape[d]]
-    batch = 0 if 0 in scaled else scaled[0] if len(scaled) == 1 else None
-    if batch is None:
-        return None
-    part = batched.narrow(batch, position * alone.shape[batch], alone.shape[batch])
-    for d in range(alone.dim()):
-        if part.shape[d] != alone.shape[d]:
-            if not padded or part.shape[d] < alone.shape[d]:
-                return None
-            part = part.narrow(d, 0, alone.shape[d])  # padded at the end: the sample's own values come first
-    return part
+@dataclass
+class Place:
+    """Where a sample sits in its batch: its position among `count` samples, whether they were padded,
+    and the dim the inputs' batch is on, which an output that scales in several dims has its batch on."""
+
+    position: int
+    count: int
+    padded: bool
+    dim: int = 0
+
+    @classmethod
+    def of(cls, position: int, count: int, padded: bool, dims: list[int | None]) -> "Place":
+        batched = {dim for dim in dims if dim is not None}
+        return cls(position, count, padded, batched.pop() if len(batched) == 1 else 0)
+
+    def cut(self, alone: torch.Tensor, batched: torch.Tensor):
+        """The part of a batched tensor that belongs to the sample, in the sample's own sizes; the whole
+        tensor where it has no batch dim; None where the shapes do not say which part."""
+        if alone.dim() != batched.dim():
+            return None
+        if alone.shape == batched.shape:
+            return batched
+        scaled = [d for d in range(alone.dim()) if batched.shape[d] == self.count * alone.shape[d] != alone.shape[d]]
+        batch = self.dim if self.dim in scaled else scaled[0] if len(scaled) == 1 else None
+        if batch is None:
+            return None
+        part = batched.narrow(batch, self.position * alone.shape[batch], alone.shape[batch])
+        for d in range(alone.dim()):
+            if part.shape[d] != alone.shape[d]:
+                if not self.padded or part.shape[d] < alone.shape[d]:
+                    return None
+                part = part.narrow(d, 0, alone.shape[d])  # padded at the end: the sample's own values come first
+        return part
 
 
 def _run(model, inputs: InputSet):
@@ -134,7 +174,7 @@ def _run(model, inputs: InputSet):
         return model(*inputs.args, **inputs.kwargs)
 
 
-def _compared(ctx, sample: Sample, alone, batched, position: int, count: int, padded: bool):
+def _compared(ctx, sample: Sample, alone, batched, place: Place):
     """The leaves of the sample's answer in the batch that differ from its answer alone beyond noise,
     and how the structures differ."""
     mine, theirs = flatten(alone)[0], flatten(batched)[0]
@@ -143,7 +183,7 @@ def _compared(ctx, sample: Sample, alone, batched, position: int, count: int, pa
     parts = {}
     for (name, a), (_, b) in zip(mine, theirs):
         both = isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-        part = cut(a, b, position, count, padded) if both else None
+        part = place.cut(a, b) if both else None
         parts[name] = b if part is None else part
 
     def fp64():
@@ -168,18 +208,32 @@ def batch_dependence(ctx, stage: str) -> list[Finding]:
         try:
             batched = _run(model, batch)
         except Exception as exc:
-            return [_raised(ctx, stage, model, exc, f"a batch of {count} of your samples raises", "alone each runs")]
+            return _declared(ctx.spec, _raised(ctx, stage, model, exc, f"a batch of {count} of your samples raises",
+                                               "alone each runs"))
         for position, sample in enumerate(group):
             try:
                 alone = _run(model, sample.inputs)
             except Exception as exc:
-                return [_raised(ctx, stage, model, exc, f"{sample.describe()} alone (a batch of 1) raises",
-                                f"inside a batch of {count} it runs; servers send requests of one sample too")]
-            bad, structure = _compared(ctx, sample, alone, batched, position, count, padded)
+                return _declared(ctx.spec, _raised(ctx, stage, model, exc, f"{sample.describe()} alone (a batch of 1) "
+                                                   "raises", f"inside a batch of {count} it runs; servers send "
+                                                   "requests of one sample too"))
+            place = Place.of(position, count, padded, sample.dims)
+            bad, structure = _compared(ctx, sample, alone, batched, place)
             if bad or structure:
                 differs = f"{bad[0].output}: {_how(bad[0])}" if bad else structure
-                return [_first_divergent_op(ctx, stage, model, sample, batch, position, count, padded, differs)]
+                return _declared(ctx.spec, _first_divergent_op(ctx, stage, model, sample, batch, place, differs))
     return []
+
+
+def _declared(spec, finding: Finding) -> list[Finding]:
+    """The finding, saying which dim was taken for the batch and how to declare another, or none."""
+    taken = sorted({dim for dim in _batch_dims(spec) if dim is not None})
+    name, where = ("batch_dim", "check()'s batch_dim") if spec.is_object else ("BATCH_DIM", "BATCH_DIM in the model file")
+    on = f"dim {taken[0]}" if len(taken) == 1 else f"the dims {name} names"
+    finding.message += (f"; the samples were taken along {on} of the inputs: if that is no batch of independent "
+                        f"samples, say so with {where} (None for no batch dim, another dim's index, or a dict "
+                        "by input name)")
+    return [finding]
 
 
 def _how(leaf) -> str:
@@ -220,11 +274,11 @@ class _Ops(TorchDispatchMode):
     """Every aten op's tensor outputs, with the user's line and the module it ran in; against a recorded
     run, the first op whose output differs from that run's, cut to the sample."""
 
-    def __init__(self, user, modules: list, against: list | None = None, position: int = 0, count: int = 1,
-                 padded: bool = False, tolerances=None):
+    def __init__(self, user, modules: list, against: list | None = None, place: Place | None = None,
+                 tolerances=None):
         super().__init__()
         self.user, self.modules, self.against = user, modules, against
-        self.position, self.count, self.padded, self.tolerances = position, count, padded, tolerances
+        self.place, self.tolerances = place, tolerances
         self.ops: list[tuple] = []  # recorded: (op, its tensor outputs)
         self.seen = 0  # against a recorded run: the ops compared so far
         self.owned: dict[str, bool] = {}
@@ -274,7 +328,7 @@ class _Ops(TorchDispatchMode):
             return f"the batch runs {_name(func)} where the sample alone runs {_name(theirs)}", None
         unaligned = None
         for a, b in zip(alone, tensors):
-            part = cut(a, b.detach(), self.position, self.count, self.padded)
+            part = self.place.cut(a, b.detach())
             shapes = f"shape {list(a.shape)} alone, {list(b.shape)} in the batch"
             if part is None and a.dim() != b.dim():
                 return shapes, None
@@ -308,8 +362,7 @@ def _tracking_modules(model, stack: list):
     return [hooks.register_module_forward_pre_hook(enter), hooks.register_module_forward_hook(leave, always_call=True)]
 
 
-def _first_divergent_op(ctx, stage, model, sample: Sample, batch: InputSet, position: int, count: int,
-                        padded: bool, differs: str) -> Finding:
+def _first_divergent_op(ctx, stage, model, sample: Sample, batch: InputSet, place: Place, differs: str) -> Finding:
     """The finding for `sample`: at the line of the first op whose output, cut to the sample, differs
     between the sample alone and the batch."""
     user, stack = ctx.spec.user, []
@@ -318,14 +371,14 @@ def _first_divergent_op(ctx, stage, model, sample: Sample, batch: InputSet, posi
         with _Ops(user, stack) as recorded:
             _run(model, sample.inputs)
         stack.clear()
-        with _Ops(user, stack, recorded.ops, position, count, padded, ctx.tolerances) as batched:
+        with _Ops(user, stack, recorded.ops, place, ctx.tolerances) as batched:
             _run(model, batch)
     except Exception:
         batched = None  # an op the recording cannot pass through: the outputs still say it
     finally:
         for handle in handles:
             handle.remove()
-    message = (f"answers depend on the batch: {sample.describe()} inside a batch of {count} of your samples "
+    message = (f"answers depend on the batch: {sample.describe()} inside a batch of {place.count} of your samples "
                f"differs from its answer alone beyond fp64-adjudicated noise ({differs})")
     site = batched and (batched.found or batched.unaligned)
     if not site:

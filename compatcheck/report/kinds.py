@@ -35,7 +35,7 @@ KINDS: tuple[Kind, ...] = (
          "differently there", ("eager",), "rewrite the op in a stable form (the finding names the op and the line)"),
     Kind("batch-dependence", "one sample's answer depends on the other samples in its batch, as a server batches "
          "requests", ("eager", "triton"), "remove the statistics over the batch (model.eval() for a norm in train "
-         "mode)"),
+         "mode); where dim 0 is no batch, declare BATCH_DIM"),
     Kind("device", "with a model on a GPU, something forward makes or keeps on the CPU (a tensor, a "
          "device-to-host copy, a library's question to the data)", ("eager",),
          "make it on the inputs' device (the finding's rewrite)"),

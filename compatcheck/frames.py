@@ -169,6 +169,13 @@ class UserCode:
             return False
         return top is not None  # an installed or editable package of the user's own
 
+    def in_folder(self, filename: str | None) -> bool:
+        """Whether a file is the model file or one in its folder (not an installed package there)."""
+        if not self.owns(filename):
+            return False
+        path = Path(filename).resolve()
+        return _installed(str(path)) is None and (path == self.model_file or self.root in path.parents)
+
     def innermost(self, frames: list[traceback.FrameSummary]) -> traceback.FrameSummary | None:
         """The innermost frame in the user's code; frames are outermost first, as traceback gives them."""
         for frame in reversed(frames):

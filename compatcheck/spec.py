@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 
 from compatcheck.errors import UsageError
 from compatcheck.frames import UserCode
+from compatcheck.state import Globals
 from compatcheck.target import check_model_path
 
 SEED = 0
@@ -172,6 +173,7 @@ class Pristine:
         self.dtype: torch.dtype | None = None  # what every copy is cast to (--dtype)
         self.uncopyable: str | None = None
         self.device = "cpu"  # where copies are made to run (ModelSpec.place)
+        self.globals: Globals | None = None  # the model's own modules' globals before any call
         try:
             self.model = copy.deepcopy(model)
         except Exception as exc:
@@ -179,7 +181,10 @@ class Pristine:
             self.uncopyable = f"{type(exc).__name__}: {exc}"
 
     def copy(self, cast: bool = True) -> torch.nn.Module:
-        """A copy, cast to `dtype` unless `cast` is False."""
+        """A copy, cast to `dtype` unless `cast` is False; the globals a call was found to change are put
+        back as they were before any call, as that copy's own state is."""
+        if self.globals is not None:
+            self.globals.rewind()
         if self.model is not None:
             made = copy.deepcopy(self.model)
         elif self.rebuild is not None:
@@ -597,6 +602,8 @@ def assemble(path: Path, factory: str, model, raw_inputs, inputs_from: str, dyna
         dynamic_shapes = infer_dynamic_shapes(sets, signature)
     arrived_training = model.training
     model.eval()
+    pristine = pristine or Pristine(model)
+    pristine.globals = pristine.globals or Globals(UserCode(Path(path)))
     return ModelSpec(
         path=Path(path),
         factory=factory,
@@ -609,7 +616,7 @@ def assemble(path: Path, factory: str, model, raw_inputs, inputs_from: str, dyna
         arrived_training=arrived_training,
         build_sites={},
         is_object=is_object,
-        pristine=pristine or Pristine(model),
+        pristine=pristine,
         signature=signature,
         batch_dim=check_batch_dim(batch_dim[0], sets, batch_dim[1]),
     )

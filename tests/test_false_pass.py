@@ -21,7 +21,7 @@ CORPUS = sorted((ROOT / "tests" / "models" / "false_pass").glob("*.py"))
 # What is right must stay right: float noise of every kind, and random outputs beside deterministic ones.
 BENIGN = sorted((ROOT / "tests" / "models" / "benign").glob("*.py"))
 MECHANISMS = {"random outputs", "an average hides an error", "the user's tolerance", "a relative error under atol",
-              "the float64 run's path", "state is not noise", "the sweep", "numerically unstable"}
+              "the float64 run's path", "the sweep", "numerically unstable"}
 
 
 @pytest.fixture(scope="module")

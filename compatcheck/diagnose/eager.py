@@ -10,6 +10,7 @@ import torch
 
 from compatcheck.diagnose.found import finding_at
 from compatcheck.diagnose.mutation import input_mutation
+from compatcheck.diagnose.state import kept_findings
 from compatcheck.diagnose.unstable import instability
 from compatcheck.report.model import Finding
 
@@ -36,6 +37,8 @@ def eager_findings(ctx, stage: str, error: BaseException | None, batching: list)
     if ctx.spec.arrived_training:
         findings.extend(_training_mode(ctx, stage))
     findings.extend(input_mutation(ctx, stage))
+    if ctx.kept:
+        findings.extend(kept_findings(ctx, stage))
     if ctx.reduced:
         from compatcheck.diagnose.precision import precision_findings
 

@@ -31,6 +31,11 @@ KINDS: tuple[Kind, ...] = (
          "the time was frozen into it when it was built",
          ("compile", "compile_fullgraph", "export", "aot_inductor", "jit_script", "jit_trace", "onnx_export",
           "onnxruntime", "triton"), "pass the random values or the time in as inputs"),
+    Kind("state-across-calls", "forward changes state its next call reads (an attribute, a buffer, a list or dict "
+         "on the module, a global of the model's own files): eager's second call answers otherwise than its first. "
+         "Every stage is compared with eager's first call on a pristine copy; on a stage, its artifact froze the "
+         "state and answers like the model's first call forever", (ANY,),
+         "pass the state in as an input and return its new value, or keep it outside the model"),
     Kind("numerically-unstable", "eager itself is far from its float64 run at an op: every backend will answer "
          "differently there", ("eager",), "rewrite the op in a stable form (the finding names the op and the line)"),
     Kind("batch-dependence", "one sample's answer depends on the other samples in its batch, as a server batches "

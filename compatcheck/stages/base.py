@@ -23,6 +23,8 @@ from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding, ServedLoad
 from compatcheck.spec import InputSet, ModelSpec
 from compatcheck.stage_call import StageCall
+from compatcheck.state import Place, model_places, rewind_model, taken
+from compatcheck import state
 from compatcheck.torch_features import Feature
 from compatcheck.variation import SEEDS, Site, Variation, clock_moved, recording_random_ops
 
@@ -124,6 +126,8 @@ class StageContext:
         self._float32_model = None
         self.float32_seconds = 0.0  # how long the float32 answers took to compute, for the precision search budget
         self.variation = Variation()
+        self._kept: list[Place] = []
+        self.state_lines: dict | None = None  # each kept piece of state -> the user's line that writes it
         self.recipe: Recipe | None = None  # how the current build differs from the plain call
         self._sweep = None
         self.artifact_dir: Path | None = None  # where a recipe's build writes, away from the stage's own files
@@ -150,15 +154,57 @@ class StageContext:
         torch.manual_seed(seed)
         return self.eager(input_set, model)
 
+    def first_calls(self, input_sets: list[InputSet], seed: int = SEEDS[0], make=None) -> list:
+        """Each input set's answer from a pristine copy (`make`, by default `_copy`): one copy for them all,
+        or, where forward keeps state, one copy each, so every answer is a first call."""
+        make = make or self._copy
+        model, answers = make(), []
+        for index, input_set in enumerate(input_sets):
+            if index and self._kept:
+                model = make()
+            answers.append(self.seeded(input_set, model, seed))
+        return answers
+
+    def rewind(self) -> None:
+        """Put the state forward keeps back as before any call, on the stage's model and in the globals: each
+        input set is then a first call, as eager's reference is."""
+        pristine = self.spec.pristine
+        if self._kept and pristine is not None:
+            if pristine.model is not None:
+                rewind_model(self.spec.model, pristine.model, self._kept)
+            if pristine.globals is not None:
+                pristine.globals.rewind()
+
     def _eager_runs(self, seed: int = SEEDS[0]) -> list:
-        model = self._copy()
-        return [self.seeded(s, model, seed) for s in self.spec.input_sets]
+        return self.first_calls(self.spec.input_sets, seed)
+
+    def _state_kept(self, model, watched: list[Place], before: list) -> list[Place]:
+        """What eager's first call changed (on `model`, its copy, and in the globals), where a second call on
+        that copy answers otherwise than a first call on a pristine one: state kept across calls."""
+        pristine = self.spec.pristine
+        found = state.changed(watched, before, taken(model, {}, watched))
+        held = pristine.globals if pristine else None
+        found += held.changed() if held else []
+        if held:
+            held.kept = [place for place in found if place.kind == "global"]
+        if not found:
+            return []
+        probe = self.spec.input_sets[min(1, len(self.spec.given_inputs) - 1)]  # another input where there is one
+        if identical(self.seeded(probe, model), self.seeded(probe, self._copy())):
+            if held:
+                held.kept = []
+            return []
+        return found
 
     def _compute_reference(self) -> None:
         self.step("while running eager for the reference")
         model = self._copy()
         runs = self.spec.input_sets
-        first = [self.seeded(s, model) for s in runs]
+        watched = model_places(model)
+        before = taken(model, {}, watched)
+        first = [self.seeded(runs[0], model)]
+        self._kept = self._state_kept(model, watched, before)
+        first += [self.seeded(s, self._copy() if self._kept else model) for s in runs[1:]]
         # A fresh tensor starts at version 0; every in-place write, through any view, bumps it.
         self.mutated_inputs = [i for i, s in enumerate(runs) if any(t._version for t in s.leaves())]
         _require_an_output(first)
@@ -187,9 +233,8 @@ class StageContext:
                 found.random = random or [Site("random numbers", None)]
                 found.random_leaves = _every_set(changed(a, b) for a, b in zip(first, reseeded))
         clock: list = []
-        model = self._copy()
         with clock_moved(user, clock):
-            later = [self.seeded(s, model) for s in self.spec.input_sets]
+            later = self.first_calls(self.spec.input_sets)
         if clock and not all(identical(a, b) for a, b in zip(first, later)):
             found.clock = clock
             found.clock_leaves = _every_set(changed(a, b) for a, b in zip(first, later))
@@ -201,6 +246,13 @@ class StageContext:
         if self._reference is None:
             self._compute_reference()
         return self._reference
+
+    @property
+    def kept(self) -> list[Place]:
+        """The state forward keeps across calls (what its first call changed, where a second call answers
+        otherwise than a first); empty when it keeps none."""
+        self.reference
+        return self._kept
 
     @property
     def noise(self) -> list | None:
@@ -221,8 +273,7 @@ class StageContext:
                 model = self.spec.pristine.copy() if self.spec.pristine else self.spec.model
 
                 def run(input_set):
-                    torch.manual_seed(SEEDS[0])
-                    return self.eager(input_set, model)
+                    return self.first_calls([input_set])[0] if self.kept else self.seeded(input_set, model)
 
                 from compatcheck.diagnose.shapes import compared_constants
 
@@ -257,8 +308,8 @@ class StageContext:
         """Eager outputs for each input set, in float64, by one fresh copy of the model; the exception where
         the model refuses."""
         try:
-            model = (self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double()
-            return [self.seeded(one.in_float64(), model) for one in input_sets]
+            return self.first_calls([one.in_float64() for one in input_sets], make=lambda: (
+                self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double())
         except Exception as exc:
             return exc.with_traceback(None)  # the reason is kept, not its frames
 
@@ -279,7 +330,7 @@ class StageContext:
         if index not in self._float32:
             started = time.perf_counter()  # the copy counts: each run of the precision search makes one
             try:
-                if self._float32_model is None:  # one copy for every input set, as the reference has
+                if self._float32_model is None or self.kept:  # one copy for every input set, as the reference has
                     self._float32_model = self.spec.float32_model()
                 torch.manual_seed(SEEDS[0])
                 self._float32[index] = self.eager(self.spec.float32_inputs[index].copy(), self._float32_model)

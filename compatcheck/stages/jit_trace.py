@@ -62,7 +62,8 @@ class JitTrace(Stage):
         from compatcheck.diagnose.sample import sample_recipe
 
         found = [sample_recipe(ctx, error)]
-        if error is not None and type(error).__name__ == "TracingCheckError":
+        # Where forward keeps state, the check is right: a trace without it answers like the first call forever.
+        if error is not None and type(error).__name__ == "TracingCheckError" and not ctx.kept:
             found.append(UNCHECKED)
         return [recipe for recipe in found if recipe is not None]
 

@@ -16,7 +16,9 @@ from compatcheck.errors import one_line
 from compatcheck.ladder import REFERENCE
 from compatcheck.report.model import Status, SweepInfo
 from compatcheck.diagnose.broken_env import broken_environment
+from compatcheck.diagnose.state import froze_findings
 from compatcheck.diagnose.variation import variation_finding
+from compatcheck.state import rewinding
 from compatcheck.worker.runs import run_input_set, run_swept
 
 # Seconds the supervisor waits past a phase's budget before it kills the worker: time for the
@@ -67,6 +69,8 @@ def build(run) -> None:
         if run.runner is None:
             run.evidence.runs_nothing = True
             return
+        if run.ctx.kept:
+            run.runner = rewinding(run.runner)
         input_sets, seen = run.ctx.spec.input_sets, set()  # each read of input_sets copies them
         for index, input_set in enumerate(input_sets):
             run.step(_on_input_set(run, input_set, index, len(input_sets), seen))
@@ -120,6 +124,8 @@ def diagnosis(run) -> tuple[str, str] | None:
         run.findings = stage.diagnose(ctx, run.error)
     except Exception as exc:  # compatcheck's own diagnosis: the verdict stands, the note says so
         failed = ("failed", f"diagnosis failed: {one_line(exc)}")
+    if ctx.kept and not run.evidence.reference:  # eager's own finding names each piece of state and its line
+        run.findings[:0] = froze_findings(stage.name, ctx, run.runner, run.error)
     broken = next((one for one in run.evidence.swept if not one.ok), None)
     if broken is not None and all(one.ok for one in run.evidence.input_sets):
         from compatcheck.diagnose.swept import swept_findings

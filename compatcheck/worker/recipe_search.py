@@ -12,6 +12,7 @@ import torch
 from compatcheck.deadline import within
 from compatcheck.diagnose.proven import factory_only, proven_recipe
 from compatcheck.recipes import Recipe, apply_setting
+from compatcheck.state import rewinding
 from compatcheck.stages.base import StageContext
 from compatcheck.worker.guards import isolated_globals, recording_warnings
 from compatcheck.worker.runs import MODEL_ERRORS, run_input_set, run_swept
@@ -104,6 +105,7 @@ def _passes_with(stage_class, ctx: StageContext, recipe, calls: dict):
                 if check is not stage and skip_reason(check, ctx):
                     return False  # nothing here runs the artifact: the recipe is not proven
                 runner = check.build(ctx)
+                runner = rewinding(runner) if runner is not None and ctx.kept else runner
                 if check is stage and stage.call_ran is not None:
                     calls[recipe] = stage.call_ran.source()
                 if runner is None:

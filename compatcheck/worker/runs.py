@@ -27,6 +27,7 @@ def run_input_set(ctx, runner, index, input_set, stage: Stage, raised: list | No
     """Run `stage`'s artifact on one input set and compare its outputs with eager's; what it raises goes
     into `raised`."""
     started = time.perf_counter()
+    ctx.rewind()  # a first call, as eager's reference was, where forward keeps state
     torch.manual_seed(SEEDS[0])  # as eager's reference run was
     try:
         outputs = runner(input_set)
@@ -59,6 +60,7 @@ def run_swept(ctx, runner, swept, flat: bool) -> InputSetResult:
 def _run_swept(ctx, runner, swept, flat: bool) -> InputSetResult:
     """Run the artifact on one swept input set and compare with eager's outputs on it."""
     started = time.perf_counter()
+    ctx.rewind()
     torch.manual_seed(SEEDS[0])
     try:
         outputs = runner(swept.input_set.copy())
@@ -87,6 +89,7 @@ def not_compared(ctx, stage: Stage) -> str:
 def _varies_too(ctx, runner, input_set, outputs, structure, raised) -> tuple[bool, str | None]:
     """For a model random by design (or reading the clock): run the artifact again under the other seed
     (or with the clock moved); its outputs must change too."""
+    ctx.rewind()
     try:
         if ctx.varies.random:
             torch.manual_seed(SEEDS[1])

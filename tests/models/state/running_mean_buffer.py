@@ -3,10 +3,6 @@ from each other, and onnxruntime, whose graph holds the buffer as it was at expo
 
 import torch
 
-MECHANISM = "state is not noise"
-EXPECTED = {"onnxruntime": "mismatch"}
-REASON = {"onnxruntime": ["output output", "at ("]}
-
 
 class Centered(torch.nn.Module):
     def __init__(self):

@@ -3,10 +3,6 @@ the exported program bakes the temperature of the call it was traced on."""
 
 import torch
 
-MECHANISM = "state is not noise"
-EXPECTED = {"export": "mismatch"}
-REASON = {"export": ["output output", "at ("]}
-
 
 class Annealed(torch.nn.Module):
     def __init__(self):

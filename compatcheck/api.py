@@ -110,13 +110,16 @@ def _refusal(model) -> str | None:
     """What the model is, where check() cannot take it: the stages make TorchScript and exported programs
     from a module's Python forward, and read its source for the findings."""
     import torch
-    from torch.export import _unlift
 
+    try:  # private: it may move in a release, and then only this refusal is lost
+        from torch.export._unlift import _StatefulGraphModule as unlifted
+    except ImportError:
+        unlifted = ()
     if isinstance(model, torch.export.ExportedProgram):
         return ("model is a torch.export ExportedProgram: pass the module you exported, the export stage "
                 "exports it")
     # ExportedProgram.module(): a GraphModule that cannot be put in eval mode nor pickled
-    if isinstance(model, getattr(_unlift, "_StatefulGraphModule", ())):
+    if isinstance(model, unlifted):
         return ("model is the module of a torch.export ExportedProgram (ExportedProgram.module()): pass the "
                 "module you exported, the export stage exports it")
     if isinstance(model, torch.jit.ScriptModule):

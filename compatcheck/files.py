@@ -1,5 +1,5 @@
-"""Writing files so that no reader sees half of one and no link is written through; reading JSON that
-others may have written, within bounds."""
+"""Writing files so that no reader sees half of one and no link is written through; reading the JSON and
+YAML files users and others give, within bounds."""
 
 from __future__ import annotations
 
@@ -16,6 +16,45 @@ from typing import Callable
 # walks it (a deeply nested document would exhaust the stack, a huge one the memory).
 MAX_JSON_BYTES = 16 * 2**20
 MAX_JSON_DEPTH = 64
+# PyYAML parses about 0.5 MB a second: a matrix, a baseline or a rewrite catalog is a few KB.
+MAX_YAML_BYTES = 2**20
+# What a path that is not a regular file is, for the one line that refuses it.
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of this st_mode is when it is not a regular file ('a FIFO'); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file `path`: ValueError saying what it is when it is not one (opened without
+    blocking, so a FIFO is refused, never waited on) or when it is larger than `limit`; OSError when it
+    cannot be opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        kind = not_regular(os.fstat(fd).st_mode)
+        if kind:
+            raise ValueError(f"it is {kind}, not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)  # one byte more tells a file over the limit from one at it
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"it is larger than {limit // 2**20} MB, the limit")
+    return data
+
+
+def read_yaml_text(path: Path) -> str:
+    """The text of a YAML file, within MAX_YAML_BYTES (read_bounded); ValueError where it is not UTF-8."""
+    data = read_bounded(path, MAX_YAML_BYTES)
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"it is not UTF-8 text (byte {exc.start})") from None
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -102,11 +141,8 @@ def _depth(value) -> int:
 
 def read_json(path: Path):
     """The JSON document in `path`: OSError when it cannot be read, ValueError saying why when it is not
-    JSON, is over MAX_JSON_BYTES or nests deeper than MAX_JSON_DEPTH."""
-    with open(path, "rb") as f:
-        data = f.read(MAX_JSON_BYTES + 1)
-    if len(data) > MAX_JSON_BYTES:
-        raise ValueError(f"it is larger than {MAX_JSON_BYTES // 2**20} MB")
+    a regular file, not JSON, over MAX_JSON_BYTES or nests deeper than MAX_JSON_DEPTH."""
+    data = read_bounded(path, MAX_JSON_BYTES)
     too_deep = ValueError(f"it nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         value = json.loads(data)

@@ -6,7 +6,10 @@
 `--compatcheck-report DIR` writes each check's JSON report and Markdown checklist there;
 `--compatcheck-option NAME=VALUE` (repeatable) sets a `compatcheck run` option for every check of
 the run, e.g. `timeout=120` or `cache=false`. Each check's verdicts go into the JUnit XML as
-properties. Loading the plugin imports neither torch nor the rest of compatcheck: a run that does
+properties of the test suite (`compatcheck:<test id>:<stage>`), which every junit_family allows,
+and, under xunit1 (or legacy), also as properties of the test's own case (`compatcheck:<stage>`),
+which xunit2's schema does not allow: pytest's `record_property` warns there, an error under
+`-W error`. Loading the plugin imports neither torch nor the rest of compatcheck: a run that does
 not use the fixture pays nothing.
 """
 
@@ -47,11 +50,13 @@ def _run_options(config) -> dict:
 class Checker:
     """What the `compatcheck` fixture gives a test: check() and assert_deployable() with the run's options."""
 
-    def __init__(self, node_id: str, options: dict, report_dir: Path | None, record_property):
+    def __init__(self, node_id: str, options: dict, report_dir: Path | None, record_suite_property,
+                 case_properties: list | None):
         self.node_id = node_id
         self.options = options
         self.report_dir = report_dir
-        self.record_property = record_property
+        self.record_suite_property = record_suite_property
+        self.case_properties = case_properties  # the test's user_properties, where the junit family has them
         self.count = 0
 
     def check(self, model, inputs=None, **options):
@@ -77,7 +82,9 @@ class Checker:
         self.count += 1
         prefix = "compatcheck" if self.count == 1 else f"compatcheck[{self.count}]"
         for stage in report.stages:
-            self.record_property(f"{prefix}:{stage.name}", stage.status.value)
+            self.record_suite_property(f"{prefix}:{self.node_id}:{stage.name}", stage.status.value)
+            if self.case_properties is not None:
+                self.case_properties.append((f"{prefix}:{stage.name}", stage.status.value))
         if self.report_dir is not None:
             from compatcheck.report.markdown import checklist
             from compatcheck.files import write_atomically
@@ -90,9 +97,11 @@ class Checker:
 
 
 @pytest.fixture
-def compatcheck(request, record_property) -> Checker:
+def compatcheck(request, record_testsuite_property) -> Checker:
     """check(model, inputs, **options) and assert_deployable(model, inputs, targets, **options), with
     the options given to pytest (--compatcheck-option) and the reports kept (--compatcheck-report)."""
     report_dir = request.config.getoption("compatcheck_report")
+    with_cases = request.config.getini("junit_family") in ("xunit1", "legacy")
     return Checker(request.node.nodeid, _run_options(request.config),
-                   Path(report_dir).resolve() if report_dir else None, record_property)
+                   Path(report_dir).resolve() if report_dir else None, record_testsuite_property,
+                   request.node.user_properties if with_cases else None)

@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 
 from compatcheck.errors import UsageError
 from compatcheck.frames import UserCode
+from compatcheck.nesting import refuse_deep
 from compatcheck.state import Globals
 from compatcheck.target import check_model_path
 
@@ -331,6 +332,7 @@ def normalize_inputs(raw, where: str) -> list[InputSet]:
         else:
             raise UsageError(f"{where}: input set {index} is {type(item).__name__}; expected a tensor, a tuple, a "
                              "dict or a compatcheck.Call")
+        refuse_deep(item, f"{where}: input set {index}")
         leaves, _ = pytree.tree_flatten_with_path((one.args, one.kwargs))
         if not any(_is_tensor(leaf) for _, leaf in leaves):
             raise UsageError(f"{where}: input set {index} holds no tensors")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from compatcheck.errors import UsageError
+from compatcheck.files import not_regular
 
 
 def parse_target(target: str) -> tuple[Path, str]:
@@ -17,7 +19,11 @@ def parse_target(target: str) -> tuple[Path, str]:
 
 def check_model_path(path: Path) -> None:
     """The checks the parent can make without importing anything."""
-    if not path.exists():
-        raise UsageError(f"model file not found: {path}")
-    if path.is_dir():
-        raise UsageError(f"model path is a directory, expected a .py file: {path}")
+    try:
+        kind = not_regular(os.stat(path).st_mode)  # a stat, never an open: a FIFO must not block
+    except FileNotFoundError:
+        raise UsageError(f"model file not found: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read model file {path}: {exc.strerror}") from None
+    if kind:
+        raise UsageError(f"model path is {kind}, expected a .py file: {path}")

@@ -40,8 +40,8 @@ def test_second_run_is_served_from_the_cache_and_a_change_is_not(tmp_path):
     assert all(cached(second).values()) and second["workers"] == 0
     assert verdicts(second) == verdicts(first)
     assert second["stages"][1]["max_abs_error"] == first["stages"][1]["max_abs_error"]
-    assert all(stage["cached_from"] == {"computed_at": first["created"], "tool_version": first["tool_version"]}
-               for stage in second["stages"] if stage["status"] != "skip")
+    assert all(stage["cached_from"] == {"computed_at": first["created"], "tool_version": first["tool_version"],
+                                        "log_cut": 0} for stage in second["stages"] if stage["status"] != "skip")
     assert "pass (cached)" in proc.stdout
     # A cached run leaves what a cold one leaves: artifacts, inputs, reproducers and the computing worker's log.
     assert sorted(p.name for p in warm_art.iterdir()) == sorted(p.name for p in cold_art.iterdir())
@@ -90,6 +90,41 @@ def test_a_skip_that_follows_from_cached_verdicts_needs_no_worker(tmp_path):
     assert verdicts(first) == verdicts(second) == {"eager": "pass", "onnx_export": "fail", "onnxruntime": "skip"}
     assert second["workers"] == 0
     assert second["stages"][2]["reason"] == first["stages"][2]["reason"]
+
+
+CHATTY_MODEL = """\
+import torch
+
+
+class Chatty(torch.nn.Module):
+    def forward(self, x):
+        print("x" * 2**21)  # 2 MB of output per call
+        print("the end of a call")
+        return x * 2
+
+
+def get_model():
+    return Chatty()
+
+
+def get_inputs():
+    return [(torch.ones(2, 3),)]
+"""
+
+
+def test_a_cache_entry_keeps_only_the_end_of_a_long_log_and_says_so(tmp_path):
+    model = tmp_path / "chatty.py"
+    model.write_text(CHATTY_MODEL)
+    _, first = run_json(tmp_path, "run", str(model), "--stages", "eager")
+    proc, second = run_json(tmp_path, "run", str(model), "--stages", "eager", "--artifacts", str(tmp_path / "art"))
+    assert second["workers"] == 0 and second["stages"][0]["cached"], proc.stdout
+    cut = second["stages"][0]["cached_from"]["log_cut"]
+    assert cut > 2 * 2**21  # eager calls the model more than twice, each call printing 2 MB
+    log = (tmp_path / "art" / "worker-0.log").read_text()
+    assert log.startswith(f"[compatcheck: the cache keeps the last 8192 bytes of a worker's log; the {cut} before")
+    assert "the end of a call" in log and len(log) < 9000
+    stored = sum(path.stat().st_size for path in (tmp_path / "cache").rglob("*") if path.is_file())
+    assert stored < 64 * 2**10, f"{stored} bytes cached"
 
 
 # A model whose activation comes from six places a run depends on; each can switch it to numpy,

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from compatcheck.errors import UsageError
+from compatcheck.files import read_yaml_text
 from compatcheck.report.model import Finding
 from compatcheck.ladder import NAMES
 
@@ -166,9 +167,11 @@ def parse(path: Path) -> list[Entry | RecipeEntry]:
     """The entries of one catalog file (rewrites, and recipes: those with a `library`), or a UsageError
     naming the file and the bad entry."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = yaml.safe_load(read_yaml_text(Path(path)))
     except OSError as exc:
         raise UsageError(f"cannot read rewrite catalog {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise UsageError(f"cannot read rewrite catalog {path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise UsageError(f"rewrite catalog {path} is not valid YAML: {exc}") from None
     if not isinstance(data, list):

@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from compatcheck.errors import UsageError
-from compatcheck.files import write_atomically
+from compatcheck.files import read_yaml_text, write_atomically
 from compatcheck.matrix.cells import CellResult
 from compatcheck.matrix.config import package_name
 from compatcheck.report.model import Finding, StageResult, Status
@@ -148,10 +148,11 @@ def load(path: Path) -> Baseline:
     if not path.exists():
         return Baseline()
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-        return Baseline.model_validate(data)
-    except (OSError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(read_yaml_text(path)) or {}
+    except (OSError, ValueError, yaml.YAMLError) as exc:
         raise UsageError(f"cannot read baseline {path}: {exc}") from None
+    try:
+        return Baseline.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
         raise UsageError(f"baseline {path}: {'.'.join(map(str, error['loc']))}: {error['msg']}") from None

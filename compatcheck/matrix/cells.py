@@ -27,7 +27,7 @@ from compatcheck.errors import UsageError
 from compatcheck.files import read_json, write_atomically
 from compatcheck.matrix import environments
 from compatcheck.matrix.config import NAME, Matrix, RunSettings, model_name, settings
-from compatcheck.target import parse_target
+from compatcheck.target import check_model_path, parse_target
 from compatcheck.report.model import READABLE_VERSIONS, Report, load_report, migrate
 from compatcheck.options import at
 
@@ -107,8 +107,10 @@ def plan(matrix: Matrix, base: Path, only: list[str] | None = None) -> list[Cell
     for env_index, (env_name, env) in enumerate(matrix.environments.items()):
         for model_index, entry in enumerate(matrix.models.paths):
             path, factory = parse_target(entry.path)
-            if not (base / path).is_file():
-                raise UsageError(f"models.paths[{model_index}]: model file not found: {base / path}")
+            try:
+                check_model_path(base / path)
+            except UsageError as exc:
+                raise UsageError(f"models.paths[{model_index}]: {exc}") from None
             target = str((base / path).resolve()) + ("" if factory == "get_model" else f":{factory}")
             cells.append(Cell(env_name, model_name(entry), target, settings(matrix.models, entry),
                               (env_index, model_index), env.requirements))

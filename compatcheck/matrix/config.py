@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from compatcheck import ladder
 from compatcheck.errors import UsageError
+from compatcheck.files import read_yaml_text
 from compatcheck.options import at, pydantic_fields
 from compatcheck.target import parse_target
 
@@ -101,10 +102,11 @@ class Models(RunSettings):
     @field_validator("paths")
     @classmethod
     def _unique(cls, value: list[ModelEntry]) -> list[ModelEntry]:
-        names = [model_name(entry) for entry in value]
-        for name in names:
-            if names.count(name) > 1:
+        seen = set()
+        for name in (model_name(entry) for entry in value):
+            if name in seen:
                 raise ValueError(f"two models are named {name!r}; give one a `name`")
+            seen.add(name)
         return value
 
 
@@ -185,9 +187,11 @@ def _refuse_duplicate_keys(node: yaml.Node, path: Path) -> None:
 def load(path: Path) -> Matrix:
     path = Path(path)
     try:
-        text = path.read_text()
+        text = read_yaml_text(path)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        raise UsageError(f"cannot read matrix file {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise UsageError(f"cannot read matrix file {path}: {exc}") from None
     try:
         _refuse_aliases(text, path)
         node = yaml.compose(text, Loader=yaml.SafeLoader)

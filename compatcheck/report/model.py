@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from compatcheck.ladder import NAMES
 from compatcheck.report.kinds import FindingKind
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 READABLE_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
@@ -166,6 +166,8 @@ class ServedLoad(BaseModel):
 class CacheOrigin(BaseModel):
     computed_at: str = Field(description="when the run that computed it started (UTC, ISO 8601)")
     tool_version: str = Field(description="the compatcheck version that computed it")
+    log_cut: int = Field(0, description="bytes at the start of the computing worker's log that the cache did not "
+                                        "keep (it keeps the last 8 KB, after a line saying so)")
 
 
 class SweepInfo(BaseModel):
@@ -305,7 +307,7 @@ def migrate(data: dict) -> dict:
         data = {**data, "options": options}
     if data.get("schema_version", 1) < 5:  # before --dtype and --device: the model as given, on the CPU
         data = {**data, "options": {"dtype": "float32", "device": "cpu", **data.get("options", {})}}
-    # The other versions after 3 only added keys, with defaults (6: a stage's phases; 7: its call).
+    # The other versions after 3 only added keys, with defaults (6: a stage's phases; 7: its call; 8: log_cut).
     return {**data, "schema_version": SCHEMA_VERSION}
 
 

@@ -21,8 +21,10 @@ An entry is found in two steps, the way ccache's manifests work:
 
 Only verdicts that a rerun would repeat are stored (pass, mismatch, fail); crashes, timeouts and
 skips are always run again. An entry holds everything a cold run leaves in --artifacts for the
-stage: its artifact, `inputs.npz`, its `reproduce_<stage>.py` and the log of the worker that
-computed it.
+stage: its artifact, `inputs.npz`, its `reproduce_<stage>.py` and the end of the log of the worker that
+computed it: the last LOG_KEPT bytes, under a line saying how much was cut (a model that prints megabytes
+per call would otherwise fill the cache with copies of its output, one per stage); the cut is reported
+as the stage's `cached_from.log_cut`.
 
 The cache folder may have been written by someone else (a cache shared on a build machine, a CI
 cache restored from another branch's job), so nothing in it is believed unproven. Each entry is
@@ -69,6 +71,7 @@ KEY_VARIABLES = re.compile(
 SECRET_VARIABLE = "COMPATCHECK_CACHE_KEY"
 ENTRY = "entry.json"
 LOG = "worker.log"
+LOG_KEPT = 8192  # bytes of a worker's log an entry keeps: its end, where the errors are
 INPUTS = "inputs.npz"
 KEY_FACTS = "key.json"
 STAGING = ".staging-"
@@ -213,6 +216,20 @@ def tag(key: bytes, run_key: str, stage: str, body: bytes) -> str:
     return hmac.new(key, f"{run_key}/{stage}\0".encode() + body, hashlib.sha256).hexdigest()
 
 
+def log_tail(log: Path) -> tuple[bytes, int]:
+    """The end of a worker's log as an entry keeps it, redacted (the model's own output may quote a secret),
+    and how many bytes before it were cut."""
+    with log.open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(size - 4 * LOG_KEPT, 0))  # redacted with room around the cut: no secret is split by it
+        text = redact.text(f.read().decode(errors="replace")).encode()
+    if size <= LOG_KEPT:
+        return text, 0
+    cut = size - LOG_KEPT
+    note = f"[compatcheck: the cache keeps the last {LOG_KEPT} bytes of a worker's log; the {cut} before them were cut]"
+    return note.encode() + b"\n" + text[-LOG_KEPT:], cut
+
+
 def _files_under(workdir: Path, name: str) -> list[str]:
     """The regular files an artifact consists of (itself, or those in its folder), relative to workdir."""
     path = workdir / name
@@ -353,10 +370,11 @@ class StageCache:
                     files[file] = copy_into(workdir / file, staging, file)
             inputs = copy_into(workdir / INPUTS, staging, INPUTS) if (workdir / INPUTS).is_file() else None
             logged = None
-            if log.is_file():  # the model's own output may quote a secret
-                text = redact.text(log.read_text(errors="replace")).encode()
+            if log.is_file():
+                text, cut = log_tail(log)
                 (staging / LOG).write_bytes(text)
                 logged = hashlib.sha256(text).hexdigest()
+                computed = computed.model_copy(update={"log_cut": cut})
             body = json.dumps({
                 "result": result.model_dump(mode="json", exclude={"artifacts", "cached", "cached_from"}),
                 "artifacts": artifacts, "files": files, "inputs": inputs, "log": logged,

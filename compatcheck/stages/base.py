@@ -18,6 +18,7 @@ import torch
 
 from compatcheck.compare import VALUES, Tolerances, flatten, to_tensor
 from compatcheck.errors import UsageError
+from compatcheck.nesting import refuse_deep
 from compatcheck.options import RunOptions
 from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding, ServedLoad
@@ -373,9 +374,10 @@ def reproduced(call: StageCall, after: str, **files: str) -> str:
 
 
 def _require_an_output(outputs: list) -> None:
-    """An output with no tensor or number in it is nothing to export or serve: a model-file error, not a
-    verdict."""
+    """An output with no tensor or number in it is nothing to export or serve, one nested deeper than pytree
+    can walk nothing to compare: a model-file error, not a verdict."""
     for index, output in enumerate(outputs, 1):
+        refuse_deep(output, f"forward()'s output for input set {index}")
         if not any(isinstance(leaf, (torch.Tensor, int, float)) and not isinstance(leaf, bool)
                    for _, leaf in flatten(output)[0]):
             raise UsageError(f"forward() returned {reprlib.repr(output)} for input set {index}, with no tensor "

@@ -66,3 +66,40 @@ def test_a_report_of_the_previous_schema_version_is_still_read(tmp_path):
                                "stages": [{"name": "eager", "status": "pass", "cached": True}]}))
     proc = run_cli("checklist", str(old), timeout=60)
     assert proc.returncode == 0 and "✅ eager" in proc.stdout, proc.stdout + proc.stderr
+
+
+DEEP_MODEL = """\
+import torch
+
+
+def nested(value, levels):
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+class Deep(torch.nn.Module):
+    def forward(self, x):
+        while isinstance(x, list):
+            x = x[0]
+        return nested(x * 2, OUTPUT_LEVELS)
+
+
+def get_model():
+    return Deep()
+
+
+def get_inputs():
+    return [(nested(torch.ones(2), INPUT_LEVELS),)]
+"""
+
+
+@pytest.mark.parametrize("inputs, outputs, says", [
+    (0, 1200, "error: forward()'s output for input set 1 nests 1200 levels deep (containers inside containers); "
+              "compatcheck walks at most 100 levels"),
+    (1200, 0, "error: get_inputs(): input set 1 nests 1201 levels deep"),
+], ids=["outputs", "inputs"])
+def test_outputs_or_inputs_nested_past_the_recursion_limit_are_one_line(write_model, inputs, outputs, says):
+    path = write_model(f"INPUT_LEVELS, OUTPUT_LEVELS = {inputs}, {outputs}\n" + DEEP_MODEL)
+    proc = run_cli("run", str(path), "--stages", "eager", timeout=120)
+    assert_one_line_usage_error(proc, says)

@@ -4,7 +4,9 @@ Workers only ever write into the run's own temporary folder, so two runs can nev
 other's requests or artifacts. Each finished stage's files are copied into --artifacts at once (a
 killed run keeps what it finished, and --resume can use it), and --artifacts is locked for the
 run's lifetime: a second run naming the same folder is refused. The temporary folder records its
-owner's pid and start time; a later run removes only folders whose owner is gone.
+owner's pid, start time, boot and pid namespace; a later run removes only folders whose owner is gone, and
+never one whose owner lives in another pid namespace or machine (a container sharing the temporary
+folder), where its pid means nothing here.
 """
 
 from __future__ import annotations
@@ -37,8 +39,19 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def _pid_namespace() -> str:
+    """Where this process's pid means something: this boot of this machine, and its pid namespace."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/pid')}".replace(" ", "")
+    except OSError:
+        return ""
+
+
 def _owner_alive(text: str) -> bool:
-    pid, _, started = text.strip().partition(" ")
+    pid, started, namespace = (text.split() + ["", "", ""])[:3]
+    if namespace and namespace != _pid_namespace():
+        return True  # another pid namespace's run: its pid cannot be looked up from here
     try:
         pid = int(pid)
         os.kill(pid, 0)
@@ -46,7 +59,7 @@ def _owner_alive(text: str) -> bool:
         return False
     except (ValueError, PermissionError):
         return True  # unreadable or another user's: never ours to remove
-    return not started or started == _start_time(pid)
+    return started in ("", "-") or started == _start_time(pid)
 
 
 def clean_stale(root: Path | None = None) -> None:
@@ -74,7 +87,7 @@ class WorkFolder:
     def __init__(self):
         clean_stale()
         self.path = Path(tempfile.mkdtemp(prefix=PREFIX)).resolve()
-        (self.path / OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid()) or ''}\n")
+        (self.path / OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid()) or '-'} {_pid_namespace()}\n")
 
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

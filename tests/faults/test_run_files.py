@@ -201,6 +201,9 @@ def test_stale_working_folders_are_removed_only_when_their_run_is_gone(tmp_path,
     stale.mkdir()
     (stale / "owner").write_text(f"{gone.pid} \n")
     (stale / "model.onnx").write_text("left by a killed run")
+    elsewhere = temp / "compatcheck-run-elsewhere"  # a run in a container sharing the temporary folder
+    elsewhere.mkdir()
+    (elsewhere / "owner").write_text(f"{gone.pid} 1 pid:[1]\n")
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         live = temp / "compatcheck-run-live"  # a matrix cell still running, say
@@ -212,6 +215,7 @@ def test_stale_working_folders_are_removed_only_when_their_run_is_gone(tmp_path,
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert not stale.exists(), "the folder of a run that is gone is removed"
         assert (live / "owner").exists(), "a live run's folder is never touched"
+        assert (elsewhere / "owner").exists(), "nor one whose owner's pid means nothing here"
     finally:
         alive.kill()
         alive.wait()

@@ -201,7 +201,7 @@ def test_stale_working_folders_are_removed_only_when_their_run_is_gone(tmp_path,
     stale.mkdir()
     (stale / "owner").write_text(f"{gone.pid} \n")
     (stale / "model.onnx").write_text("left by a killed run")
-    elsewhere = temp / "compatcheck-run-elsewhere"  # a run in a container sharing the temporary folder
+    elsewhere = temp / "compatcheck-run-elsewhere-live"  # a run in a container sharing the temporary folder
     elsewhere.mkdir()
     (elsewhere / "owner").write_text(f"{gone.pid} 1 pid:[1]\n")
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])

@@ -20,7 +20,7 @@ from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
 from compatcheck import __version__
-from compatcheck.errors import UsageError
+from compatcheck.errors import InternalError, UsageError, one_line
 
 
 class _FlagsTakeNoValue:
@@ -46,6 +46,7 @@ err = Console(stderr=True, highlight=False)
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL = 3
 
 
 def _parameter(option, **extra) -> inspect.Parameter:
@@ -242,7 +243,10 @@ def run(
     if report.interrupted:
         err.print("interrupted: the partial report was written")
         raise typer.Exit(130)
-    raise typer.Exit(EXIT_FAILED if report.failed else 0)
+    for stage in report.internal_errors:
+        _say(f"error: {stage.name}: {stage.reason} (a bug of compatcheck, not of the model: the stage has no "
+             "verdict, the others stand); its traceback is the stage's error in the report and in the worker's log")
+    raise typer.Exit(EXIT_INTERNAL if report.internal_errors else EXIT_FAILED if report.failed else 0)
 
 
 def _write_outputs(report, given: dict, charts: Path | None) -> None:
@@ -424,4 +428,20 @@ def main() -> None:
         sys.exit(EXIT_USAGE)
     except typer.Abort:
         sys.exit(130)
+    except InternalError as exc:
+        _internal(str(exc), exc.traceback)
+    except Exception as exc:  # a bug of compatcheck's own, on this side of the workers
+        import traceback
+
+        _internal(one_line(exc), "".join(traceback.format_exception(exc)))
     sys.exit(code or 0)
+
+
+def _internal(message: str, trace: str) -> None:
+    """One line on an internal error of compatcheck, and its traceback kept in a file for the bug report."""
+    fd, kept = tempfile.mkstemp(prefix="compatcheck-internal-error-", suffix=".log")
+    with os.fdopen(fd, "w") as f:
+        f.write(trace or message)
+    _say(f"error: internal error of compatcheck (a bug of compatcheck, not of the model): {message}; "
+         f"the traceback is in {kept}")
+    sys.exit(EXIT_INTERNAL)

@@ -1,5 +1,6 @@
-"""Errors the user caused (bad model file, bad option): shown as one line, exit code 2; and how any
-exception is worded on one line in a report."""
+"""Errors the user caused (bad model file, bad option): shown as one line, exit code 2; compatcheck's
+own (an internal error): one line and exit code 3; and how any exception is worded on one line in a
+report."""
 
 import re
 from collections.abc import Iterator
@@ -7,6 +8,15 @@ from collections.abc import Iterator
 
 class UsageError(Exception):
     """A problem with the command line or the model file, reported without a traceback."""
+
+
+class InternalError(Exception):
+    """compatcheck's own code raised: a bug of compatcheck, not the model's fault. `traceback` is where
+    it was raised, for the bug report."""
+
+    def __init__(self, message: str, traceback: str = ""):
+        super().__init__(message)
+        self.traceback = traceback
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -22,7 +22,7 @@ LAYERS = (
      ("compatcheck.spec", "compatcheck.payload", "compatcheck.compare", "compatcheck.frames",
       "compatcheck.torch_features", "compatcheck.onnxruntime_session", "compatcheck.protocol",
       "compatcheck.variation", "compatcheck.state", "compatcheck.recipes", "compatcheck.stage_call",
-      "compatcheck.sweep", "compatcheck.nesting")),
+      "compatcheck.sweep", "compatcheck.nesting", "compatcheck.snapshot")),
     ("report", "the report model (the JSON schema) and its renderers, route summaries", ("compatcheck.report",)),
     ("ground", "the package's face (its version), the options table, the ladder and route tables, errors, files, "
                "redaction, the model's text made inert, what the host has, deadlines for blocks of code",

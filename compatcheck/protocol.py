@@ -5,6 +5,8 @@ file holding a model object), the options, the stages left to run and the artifa
 made. The worker writes one message per line, as JSON, to file descriptor FD (never stdout, which
 belongs to the model):
   usage_error   the model file, or its inputs or outputs, are unusable: the run stops with it
+  internal_error  compatcheck's own code raised: in a stage (which gets no verdict, and the next
+                stage runs), or outside any (the run stops with it)
   loaded        the model, its input sets and the environment it runs in
   start         a stage begins
   step          what the stage is doing now (an input set, the sweep, diagnosis), for a timeout's or
@@ -48,6 +50,13 @@ class UsageErrorMessage(BaseModel):
     message: str
 
 
+class InternalErrorMessage(BaseModel):
+    type: Literal["internal_error"] = "internal_error"
+    stage: str | None = Field(None, description="the stage it came in; None while loading the model")
+    message: str = Field(description="the exception, in one line")
+    traceback: str = ""
+
+
 class Loaded(BaseModel):
     type: Literal["loaded"] = "loaded"
     model: ModelInfo
@@ -85,5 +94,5 @@ class Done(BaseModel):
     type: Literal["done"] = "done"
 
 
-Message = Annotated[Union[UsageErrorMessage, Loaded, Started, Step, Judged, Finished, Done], Field(discriminator="type")]
+Message = Annotated[Union[UsageErrorMessage, InternalErrorMessage, Loaded, Started, Step, Judged, Finished, Done], Field(discriminator="type")]
 MESSAGE = TypeAdapter(Message)

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from torch.utils import _pytree as pytree
 
+from compatcheck import snapshot
 from compatcheck.errors import UsageError
 from compatcheck.frames import UserCode
 from compatcheck.nesting import refuse_deep
@@ -168,7 +169,7 @@ class Pristine:
     one bit for bit, else `problem` says how it differs."""
 
     def __init__(self, model: torch.nn.Module, rebuild=None):
-        self.state = {name: value.detach().clone() for name, value in model.state_dict().items()}
+        self.state = {name: snapshot.take(value) for name, value in model.state_dict().items()}
         self.original, self.rebuild = model, rebuild
         self.problem: str | None = None
         self.dtype: torch.dtype | None = None  # what every copy is cast to (--dtype)
@@ -195,7 +196,7 @@ class Pristine:
             self.problem = f"the model cannot be deep-copied ({self.uncopyable}), so every stage runs on the same object"
             return self.original.to(self.device)
         made.eval()
-        self.problem = _differs(made.state_dict(), self.state)  # on the CPU, where the first state was kept
+        self.problem = snapshot.differs(made.state_dict(), self.state)  # on the CPU, where the first state was kept
         made.to(self.device)
         return cast_model(made, self.dtype) if cast and self.dtype else made
 
@@ -229,18 +230,6 @@ def cast(spec: ModelSpec, dtype_name: str) -> None:
     spec.float32_inputs = [one.map(lambda t: t.float() if t.is_floating_point() else t) for one in spec.given_inputs]
     spec.given_inputs = cast_inputs(spec.given_inputs, dtype)
     spec.model = spec.pristine.copy()
-
-
-def _differs(state: dict, pristine: dict) -> str | None:
-    """How a copy's state_dict differs from the pristine one, or None when it is equal bit for bit."""
-    if list(state) != list(pristine):
-        return f"its state_dict has other entries ({', '.join(sorted(set(state) ^ set(pristine))[:3])})"
-    for name, value in state.items():
-        want = pristine[name]
-        if not isinstance(value, torch.Tensor) or value.shape != want.shape or value.dtype != want.dtype or \
-                not torch.equal(value.detach().cpu(), want.cpu()):
-            return f"{name} differs"
-    return None
 
 
 def _where(user: UserCode, exc: BaseException) -> str:

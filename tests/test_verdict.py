@@ -109,6 +109,8 @@ OFF = _set(ok=False, leaves=[_leaf(), _leaf(ok=False, problem="max abs diff 3 at
 # status and reason it must give.
 CASES = {
     "skipped": (Evidence(skipped="needs onnx", error="boom"), Status.SKIP, "needs onnx"),
+    "internal error": (Evidence(internal="TypeError: planted", ended="crash", error="boom", input_sets=[_set()]),
+                       Status.INTERNAL, "internal error of compatcheck: TypeError: planted"),
     "crashed": (Evidence(ended="crash", ended_why="segmentation fault on input set 1"), Status.CRASH,
                 "segmentation fault on input set 1"),
     "killed": (Evidence(ended="timeout", ended_why="no result after --timeout 5s"), Status.TIMEOUT,

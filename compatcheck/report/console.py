@@ -20,7 +20,7 @@ from compatcheck.untrusted import clean
 STYLE = {
     Status.PASS: "green", Status.MISMATCH: "yellow", Status.FAIL: "red",
     Status.SKIP: "dim", Status.CRASH: "bold red", Status.TIMEOUT: "magenta",
-    Status.BROKEN_ENV: "bold magenta",
+    Status.BROKEN_ENV: "bold magenta", Status.INTERNAL: "bold magenta",
 }
 
 ROUTE_STYLE = {RouteStatus.WORKS: "green", RouteStatus.WARNS: "yellow", RouteStatus.BLOCKED: "red",

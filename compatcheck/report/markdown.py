@@ -13,6 +13,7 @@ from compatcheck.untrusted import clean
 SYMBOL = {
     Status.PASS: "✅", Status.MISMATCH: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️",
     Status.CRASH: "💥", Status.TIMEOUT: "⏱️", Status.BROKEN_ENV: "🔧",
+    Status.INTERNAL: "🐞",
 }
 _SPECIAL = re.compile(r"([\\*_\[\]<>|#])")  # would turn text into emphasis, links, HTML or table cells
 

@@ -22,10 +22,11 @@ class Status(str, Enum):
     CRASH = "crash"
     TIMEOUT = "timeout"
     BROKEN_ENV = "broken-env"  # torch, onnx or onnxruntime could not import what it needs: no verdict on the model
+    INTERNAL = "internal-error"  # compatcheck's own code raised: no verdict on the model
 
 
 # A stage that did not reach a verdict of its own for one of these reasons makes the run fail.
-FAILING = {Status.MISMATCH, Status.FAIL, Status.CRASH, Status.TIMEOUT, Status.BROKEN_ENV}
+FAILING = {Status.MISMATCH, Status.FAIL, Status.CRASH, Status.TIMEOUT, Status.BROKEN_ENV, Status.INTERNAL}
 
 
 class RouteStatus(str, Enum):
@@ -292,6 +293,11 @@ class Report(BaseModel):
     @property
     def failed(self) -> bool:
         return any(s.status in FAILING for s in self.stages)
+
+    @property
+    def internal_errors(self) -> list[StageResult]:
+        """The stages compatcheck's own code gave no verdict: its bugs, not the model's."""
+        return [s for s in self.stages if s.status is Status.INTERNAL]
 
 
 # Options renamed in schema_version 3: one name per option everywhere.

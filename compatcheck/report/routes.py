@@ -15,9 +15,13 @@ def _blocker(stage: StageResult) -> str:
     return stage.findings[0].cite() if stage.findings else (stage.reason or stage.status.value)
 
 
+# Stages that say nothing of the route: skipped, or given no verdict by compatcheck's own error.
+_UNJUDGED = (Status.SKIP, Status.INTERNAL)
+
+
 def _route(table: ladder.Route, by_name: dict) -> Route:
     known, optional = list(table.stages), table.optional
-    ran = [by_name[n] for n in known if n in by_name and by_name[n].status is not Status.SKIP]
+    ran = [by_name[n] for n in known if n in by_name and by_name[n].status not in _UNJUDGED]
     route = Route(name=table.name, stages=known, status=RouteStatus.UNCHECKED)
     if not ran:
         route.summary = "not checked: none of its stages ran"
@@ -37,7 +41,7 @@ def _route(table: ladder.Route, by_name: dict) -> Route:
             return route
     warnings = [f"{s.name} {s.status.value}: {_blocker(s)}" for s in ran if s.status in FAILING]
     warnings += [f"{s.name}: {s.findings[0].cite()}" for s in ran if s.status is Status.PASS and s.findings]
-    unchecked = [n for n in known if n not in by_name or by_name[n].status is Status.SKIP]
+    unchecked = [n for n in known if n not in by_name or by_name[n].status in _UNJUDGED]
     route.status = RouteStatus.WARNS if warnings else RouteStatus.WORKS
     route.summary = ("works with warnings: " + "; ".join(warnings)) if warnings else "works"
     if unchecked:

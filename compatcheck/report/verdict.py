@@ -40,6 +40,8 @@ class Evidence(BaseModel):
                                                        "design")
     note: str | None = Field(None, description="the stage's note on a pass")
     copy_problem: str | None = Field(None, description="what went wrong copying the model for this stage")
+    internal: str | None = Field(None, description="what compatcheck's own code raised, in one line: no verdict "
+                                                   "on the model")
     phases: list[PhaseRecord] = []
 
 
@@ -106,6 +108,8 @@ def _passed(e: Evidence) -> str | None:
 RULES: tuple[Rule, ...] = (
     Rule("skipped", "it could not run here (a stage it needs did not pass, a package is missing)",
          lambda e: bool(e.skipped), Status.SKIP, lambda e: e.skipped),
+    Rule("internal error", "compatcheck's own code raised (a bug of compatcheck): no verdict on the model",
+         lambda e: bool(e.internal), Status.INTERNAL, lambda e: f"internal error of compatcheck: {e.internal}"),
     Rule("crashed", "the worker died before a verdict", lambda e: e.ended == "crash", Status.CRASH,
          lambda e: e.ended_why),
     Rule("killed", "the build or a run outlived --timeout and the worker was killed", lambda e: e.ended == "timeout",
@@ -135,7 +139,7 @@ RULES: tuple[Rule, ...] = (
 def _addenda(e: Evidence, status: Status) -> tuple[list[str], list[str]]:
     """What a reason gains beyond its rule: the stage's note on a pass and the model copy's trouble,
     then, in parentheses, each later phase that did not run to its end."""
-    if status in (Status.SKIP, Status.CRASH, Status.BROKEN_ENV) or e.ended:
+    if status in (Status.SKIP, Status.CRASH, Status.BROKEN_ENV, Status.INTERNAL) or e.ended:
         return [], []
     said = [e.note] if status is Status.PASS and e.note else []
     if e.copy_problem:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compatcheck.errors import UsageError
-from compatcheck.protocol import Finished, Judged, Loaded, Started, UsageErrorMessage, WorkerRequest
+from compatcheck.errors import InternalError, UsageError
+from compatcheck.protocol import Finished, InternalErrorMessage, Judged, Loaded, Started, UsageErrorMessage, WorkerRequest
+from compatcheck.report import verdict
 from compatcheck.report.model import ModelInfo, StageResult, blocker
 from compatcheck.report.verdict import Evidence
 
@@ -38,9 +39,15 @@ class Outcome:
 
     def receive(self, message, lane: int) -> tuple[str, str, StageResult | None] | None:
         """Take one message from the worker of `lane`; returns the event to tell the caller about
-        (start or result), if any. A usage error stops the run."""
+        (start or result), if any. A usage error stops the run, and so does an internal error outside any
+        stage; one in a stage is that stage's result."""
         if isinstance(message, UsageErrorMessage):
             raise UsageError(message.message)
+        if isinstance(message, InternalErrorMessage):
+            if message.stage is None:
+                raise InternalError(message.message, message.traceback)
+            message = Finished(result=verdict.result(message.stage, Evidence(internal=message.message),
+                                                     error=message.traceback), artifacts={})
         if isinstance(message, Loaded):
             if self.model is None:
                 self.model, self.environment = message.model, message.environment

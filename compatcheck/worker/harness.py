@@ -6,6 +6,7 @@ Everything here is the same for every stage; stages only build runners and read 
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
 from contextlib import contextmanager, nullcontext
@@ -58,7 +59,7 @@ def run_phase(phase: Phase, run: "StageRun") -> None:
         except UsageError:
             raise  # the model file's fault, not the stage's: the run stops with it
         except Exception as exc:  # compatcheck's own code; the model's errors are evidence, caught in the phase
-            said = ("failed", f"{phase.name} failed: {one_line(exc)}")
+            said = ("failed", _internal(phase, run, exc))
     seconds = round(time.perf_counter() - started, 3)
     if phase.closes:
         run.stage.close()
@@ -71,6 +72,17 @@ def run_phase(phase: Phase, run: "StageRun") -> None:
                                            budget=round(budget, 3), note=note))
     if phase.name in JUDGED and not (run.evidence.reference and phase.name == "sweep"):  # that has its own seconds
         run.seconds += seconds
+
+
+def _internal(phase: Phase, run: "StageRun", exc: Exception) -> str:
+    """A phase's own code raised: a bug of compatcheck, with its traceback in the worker's log. In a
+    phase that runs the artifact it leaves the stage without a verdict, never a pass."""
+    said = f"{phase.name} failed, an internal error of compatcheck: {one_line(exc)}"
+    sys.stderr.write(f"internal error of compatcheck in {run.stage.name}, {phase.name}:\n"
+                     + "".join(traceback.format_exception(exc)))
+    if phase.name in JUDGED:
+        run.evidence.internal = run.evidence.internal or f"{phase.title} raised {one_line(exc)}"
+    return said
 
 
 class StageRun:

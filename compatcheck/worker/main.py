@@ -7,9 +7,12 @@ REQUEST.json FD`, it writes one message per line to FD.
 from __future__ import annotations
 
 import os
+import sys
+import traceback
 from pathlib import Path
 
-from compatcheck.protocol import Done, Finished, Judged, Loaded, Started, Step, UsageErrorMessage, WorkerRequest
+from compatcheck.protocol import (Done, Finished, InternalErrorMessage, Judged, Loaded, Started, Step,
+                                  UsageErrorMessage, WorkerRequest)
 
 
 def load_spec(request: WorkerRequest):
@@ -38,54 +41,80 @@ def loaded_message(spec) -> Loaded:
     return Loaded(model=info, environment=host.collect())
 
 
+def internal_error(exc: Exception, stage: str | None = None) -> InternalErrorMessage:
+    """compatcheck's own code raised: its traceback goes into the worker's log and the message."""
+    from compatcheck.errors import one_line
+
+    text = "".join(traceback.format_exception(exc))
+    sys.stderr.write(f"internal error of compatcheck{f' in {stage}' if stage else ''}:\n{text}")
+    return InternalErrorMessage(stage=stage, message=one_line(exc), traceback=text[-20_000:])
+
+
 def run_stages(spec, request: WorkerRequest, send, manifest=dict) -> None:
     """Run the request's stages on the loaded model; `send(message)` gets start, step, result and done,
     each result with `manifest()`: what the run has loaded so far."""
-    from compatcheck import stages
     from compatcheck.errors import UsageError
     from compatcheck.options import RunOptions
-    from compatcheck.report.model import blocker
+    from compatcheck.spec import cast
     from compatcheck.stages.base import StageContext
     from compatcheck.worker import reproduce
-    from compatcheck.worker.harness import run_stage
-
-    from compatcheck.spec import cast
 
     workdir = Path(request.workdir)
     options = RunOptions.model_validate(request.options)
     spec.user.packages = frozenset(options.user_packages or ())
     try:
         cast(spec, options.dtype)
+        spec.place(options.device)
+        ctx = StageContext(spec, options, workdir, dict(request.artifacts), dict(request.previous), request.blockers)
+        if request.save_inputs:
+            reproduce.save_inputs(spec.input_sets, workdir / "inputs.npz")
     except UsageError as exc:
         send(UsageErrorMessage(message=str(exc)))
         return
-    spec.place(options.device)
-    ctx = StageContext(spec, options, workdir, dict(request.artifacts), dict(request.previous), request.blockers)
-    if request.save_inputs:
-        reproduce.save_inputs(spec.input_sets, workdir / "inputs.npz")
+    except Exception as exc:
+        send(internal_error(exc))
+        return
     for name in request.stages:
-        stage = stages.load(name)  # one stage at a time: what it holds goes when the next one starts
-        reproduce.write(stage, ctx, None)  # a crash or timeout before the verdict leaves it without one to reach
-        send(Started(stage=stage.name))
-        ctx.step = lambda what, name=stage.name, **phase: send(Step(stage=name, what=what, **phase))
-
-        def judged(result, evidence, stage=stage, written=[]):
-            if result.status.value not in written:  # the verdict only gains notes after the first time
-                written.append(result.status.value)
-                reproduce.write(stage, ctx, result.status.value)
-            send(Judged(result=result, evidence=evidence))
-
         try:
-            result = run_stage(stage, ctx, judged)
-        except UsageError as exc:  # the model's own inputs or outputs are unusable, whatever the stage
-            send(UsageErrorMessage(message=str(exc)))
-            return
-        ctx.previous[stage.name] = result.status.value
-        ctx.blockers[stage.name] = blocker(result.findings)
-        if result.status.value == "skip":
-            (workdir / f"reproduce_{stage.name}.py").unlink(missing_ok=True)
-        send(Finished(result=result, artifacts=dict(ctx.artifacts), dependencies=manifest()))
+            if not _run_stage(name, ctx, send, manifest):
+                return
+        except Exception as exc:  # not the model's: what the model raises is caught as evidence
+            send(internal_error(exc, name))
+            ctx.previous[name] = "internal-error"
     send(Done())
+
+
+def _run_stage(name: str, ctx, send, manifest) -> bool:
+    """Run one stage and send its result; False when a usage error stops the run."""
+    from compatcheck import stages
+    from compatcheck.errors import UsageError
+    from compatcheck.report.model import blocker
+    from compatcheck.worker import reproduce
+    from compatcheck.worker.harness import run_stage
+
+    workdir = ctx.workdir
+    stage = stages.load(name)  # one stage at a time: what it holds goes when the next one starts
+    reproduce.write(stage, ctx, None)  # a crash or timeout before the verdict leaves it without one to reach
+    send(Started(stage=stage.name))
+    ctx.step = lambda what, name=stage.name, **phase: send(Step(stage=name, what=what, **phase))
+
+    def judged(result, evidence, stage=stage, written=[]):
+        if result.status.value not in written:  # the verdict only gains notes after the first time
+            written.append(result.status.value)
+            reproduce.write(stage, ctx, result.status.value)
+        send(Judged(result=result, evidence=evidence))
+
+    try:
+        result = run_stage(stage, ctx, judged)
+    except UsageError as exc:  # the model's own inputs or outputs are unusable, whatever the stage
+        send(UsageErrorMessage(message=str(exc)))
+        return False
+    ctx.previous[stage.name] = result.status.value
+    ctx.blockers[stage.name] = blocker(result.findings)
+    if result.status.value == "skip":
+        (workdir / f"reproduce_{stage.name}.py").unlink(missing_ok=True)
+    send(Finished(result=result, artifacts=dict(ctx.artifacts), dependencies=manifest()))
+    return True
 
 
 def main(argv: list[str]) -> int:
@@ -113,6 +142,9 @@ def main(argv: list[str]) -> int:
         spec = load_spec(request)
     except UsageError as exc:
         send(UsageErrorMessage(message=str(exc)))
+        return 0
+    except Exception as exc:  # the model's own code is called under spec._call, which makes a UsageError
+        send(internal_error(exc))
         return 0
     send(loaded_message(spec))
     run_stages(spec, request, send, recorder.manifest)

@@ -46,7 +46,7 @@ err = Console(stderr=True, highlight=False)
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_INTERNAL = 3
+EXIT_INTERNAL = 3  # compatcheck's own code raised: no verdict on the model is lost, but an output is
 
 
 def _parameter(option, **extra) -> inspect.Parameter:
@@ -238,41 +238,71 @@ def run(
         report = execute(RunRequest(
             model.resolve(), factory, chosen, command=["compatcheck", *sys.argv[1:]], previous=previous,
             protected=set(inputs), on_event=on_event, say=_say))
-    render(report, console)
-    _write_outputs(report, given, artifacts if chosen.bench else None)
+    shown = _rendered("the report on the terminal", lambda: render(report, console) or True) is not None
+    written = _write_outputs(report, given, artifacts if chosen.bench else None)
     if report.interrupted:
         err.print("interrupted: the partial report was written")
         raise typer.Exit(130)
     for stage in report.internal_errors:
         _say(f"error: {stage.name}: {stage.reason} (a bug of compatcheck, not of the model: the stage has no "
              "verdict, the others stand); its traceback is the stage's error in the report and in the worker's log")
-    raise typer.Exit(EXIT_INTERNAL if report.internal_errors else EXIT_FAILED if report.failed else 0)
+    internal = report.internal_errors or not (shown and written)
+    raise typer.Exit(EXIT_INTERNAL if internal else EXIT_FAILED if report.failed else 0)
 
 
-def _write_outputs(report, given: dict, charts: Path | None) -> None:
+def _internal_error(what: str, exc: Exception) -> None:
+    """compatcheck's own code raised while making `what`: one line on stderr, the traceback in a log
+    file it names (or after the line, where no file can be written)."""
+    import traceback
+
+    from compatcheck.errors import one_line
+
+    trace = "".join(traceback.format_exception(exc))
+    try:
+        fd, log = tempfile.mkstemp(prefix="compatcheck-internal-error-", suffix=".log")
+        with os.fdopen(fd, "w") as f:
+            f.write(trace)
+    except OSError:
+        log = None
+    where = f"the traceback is in {log}" if log else "the traceback follows"
+    _say(f"internal error: compatcheck failed to make {what} ({one_line(exc)}); {where}")
+    if log is None:
+        _say(trace)
+
+
+def _rendered(what: str, make):
+    """What `make()` returns; None, said as compatcheck's internal error, where it raised: one renderer's
+    bug never loses the other outputs."""
+    try:
+        return make()
+    except Exception as exc:
+        _internal_error(what, exc)
+        return None
+
+
+def _write_outputs(report, given: dict, charts: Path | None) -> bool:
     """The files the flags asked for: --json, --markdown, --junit, the latency chart into `charts`; and
-    with --annotations, the CI's lines on stdout."""
-    if charts:
-        from compatcheck.report.chart import latency_svg
+    with --annotations, the CI's lines on stdout. Each is made on its own: False where one could not be."""
+    from compatcheck.report.chart import latency_svg
+    from compatcheck.report.ci import github_annotations, junit
+    from compatcheck.report.markdown import checklist
 
-        chart = latency_svg(report)
-        if chart:
-            _write_output(charts / "latency.svg", chart, "the latency chart", report)
-    if given["json"]:
-        _write_output(given["json"], report.model_dump_json(indent=2), "--json", report)
-    if given["markdown"]:
-        from compatcheck.report.markdown import checklist
-
-        _write_output(given["markdown"], checklist(report), "--markdown", report)
-    if given["junit"]:
-        from compatcheck.report.ci import junit
-
-        _write_output(given["junit"], junit(report), "--junit", report)
+    outputs = {"--json": (given["json"], lambda: report.model_dump_json(indent=2)),
+               "--markdown": (given["markdown"], lambda: checklist(report)),
+               "--junit": (given["junit"], lambda: junit(report)),
+               "the latency chart": (charts / "latency.svg" if charts else None, lambda: latency_svg(report) or "")}
+    made = True
+    for what, (path, make) in outputs.items():
+        text = _rendered(what, make) if path else ""
+        made = made and text is not None
+        if text:
+            _write_output(path, text, what, report)
     if given["annotations"]:
-        from compatcheck.report.ci import github_annotations
-
-        for line in github_annotations(report):
+        lines = _rendered("--annotations", lambda: github_annotations(report))
+        made = made and lines is not None
+        for line in lines or ():
             print(line)
+    return made
 
 
 def checklist(
@@ -286,7 +316,10 @@ def checklist(
 
     output = given["output"]
     _writable_file(output, "--output")
-    text = render_checklist(load_report(report_path))
+    report = load_report(report_path)
+    text = _rendered("the checklist", lambda: render_checklist(report))
+    if text is None:
+        raise typer.Exit(EXIT_INTERNAL)
     if output:
         write_atomically(output, text)
     else:

@@ -77,7 +77,7 @@ def render(report: Report, console: Console) -> None:
         if finding.code:
             say(f"    > {_text(finding.code)}")
         if finding.library_file:
-            say(f"    in {_text(finding.library_file)}:{finding.library_line}")
+            say(f"    in {_text(finding.library_where or finding.library_file)}")
             if finding.library_code:
                 say(f"    > {_text(finding.library_code)}")
         if finding.advice and finding.advice in shown_advice:

@@ -100,6 +100,13 @@ KINDS: tuple[Kind, ...] = (
          "see the node or request it names"),
     Kind("numeric-divergence", "the runtime's answer at a node differs from eager's beyond the tolerance",
          ("onnxruntime",), "the finding names the first node that differs and its line"),
+    Kind("output-mismatch", "an output differs from eager's beyond the tolerance: the finding names the output, the "
+         "input set and the element where the values part (or the shape each has)", (ANY,),
+         "read it beside the stage's other findings; where none names a line, reproduce it with the reproducer"),
+    Kind("size-apart", "a line of forward makes a tensor of another size in the artifact than in eager (a resize "
+         "that rounds its size otherwise): the finding gives the shape each side computed", ("jit_trace", "jit_script"),
+         "compute the size with integer arithmetic on the shape (x.shape[-1] * 29 // 100) and pass size=: both sides "
+         "then round alike"),
     Kind("batcher-misfit", "Triton's dynamic batcher and the model's shapes or batch sizes do not fit",
          ("triton",), "the config.pbtxt change the finding says"),
     Kind("triton-load-failure", "the Triton server did not load the model", ("triton",),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from compatcheck.report.model import Finding, Report, RouteStatus, StageResult, Status
+from compatcheck.report.model import Finding, LeafComparison, Report, RouteStatus, StageResult, Status
 from compatcheck.untrusted import clean
 
 SYMBOL = {
@@ -86,6 +86,15 @@ def _stage_section(stage: StageResult, shown: dict[str, str]) -> list[str]:
     return lines + [""]
 
 
+def _tightest(leaf: LeafComparison) -> str:
+    """The smallest atol (at the leaf's rtol) and rtol (at its atol) that pass, each where it was measured."""
+    if leaf.atol is None:
+        return "exact" if leaf.ok else "none: the values must be equal"
+    needed = [f"{name} {value:.1e}" for name, value in (("atol", leaf.required_atol), ("rtol", leaf.required_rtol))
+              if value is not None]
+    return " or ".join(needed) or "none: NaN/Inf differ"
+
+
 def _numerics(report: Report) -> list[str]:
     rows = []
     for stage in report.stages:
@@ -100,11 +109,9 @@ def _numerics(report: Report) -> list[str]:
             held = "✅ held" if ok else "❌ broken"
             if (leaf.fp64_verdict or "").startswith("within-noise"):
                 held += " (within fp64-adjudicated noise)"
-            tightest = (f"atol {leaf.required_atol:.1e} or rtol {leaf.required_rtol:.1e}"
-                        if leaf.required_atol is not None else "none: NaN/Inf differ")
             rows.append(f"| `{stage.name}` | {_code(name, cell=True)} | {_number(leaf.max_abs_error)} | "
                         f"{_number(leaf.max_rel_error)} | {_tolerance(leaf.atol)} | {_tolerance(leaf.rtol)} | {held} | "
-                        f"{tightest} |")
+                        f"{_tightest(leaf)} |")
     if not rows:
         return ["No stage produced outputs to compare.", ""]
     return ["Worst case over the input sets, per output. A tolerance holds when "

@@ -64,6 +64,12 @@ class Stage:
         """Findings from what the stage saw: the error if it failed, warnings, the artifact."""
         return []
 
+    def intermediates(self, ctx: "StageContext", input_set: InputSet) -> list | None:
+        """The shape of the tensor each line of the user's code ends with in the artifact on `input_set`, in
+        the order the lines ran ([((file, line), shape)], diagnose/script_sizes.py); None where the artifact
+        does not show them."""
+        return None
+
     def backend(self, ctx: "StageContext") -> str | None:
         return None
 

@@ -25,12 +25,20 @@ class JitScript(Stage):
     def needs(self, ctx: StageContext):
         return (TORCHSCRIPT_SCRIPT,)
 
+    def __init__(self):
+        self.scripted = None  # as scripted, not loaded back: its nodes keep the user's lines
+
     def build(self, ctx: StageContext):
-        scripted = self.run_call(ctx)
+        scripted = self.scripted = self.run_call(ctx)
         path = ctx.artifact("model.script.pt")
         torch.jit.save(scripted, str(path))
         ctx.artifacts[self.name] = str(path)
         return run_loaded(torch.jit.load(str(path)))
+
+    def intermediates(self, ctx: StageContext, input_set):
+        from compatcheck.diagnose.script_sizes import artifact_shapes
+
+        return artifact_shapes(self.scripted, ctx.spec.user, input_set) if self.scripted is not None else None
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.torchscript import script_findings

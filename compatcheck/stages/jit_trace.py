@@ -52,6 +52,11 @@ class JitTrace(Stage):
 
         return trace_note(self.traced, ctx.spec.user) if self.traced is not None else None
 
+    def intermediates(self, ctx: StageContext, input_set):
+        from compatcheck.diagnose.script_sizes import artifact_shapes
+
+        return artifact_shapes(self.traced, ctx.spec.user, input_set) if self.traced is not None else None
+
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.sample import first_if_size_one
         from compatcheck.diagnose.torchscript import trace_findings

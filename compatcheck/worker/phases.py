@@ -16,6 +16,7 @@ from compatcheck.errors import one_line
 from compatcheck.ladder import REFERENCE
 from compatcheck.report.model import Status, SweepInfo
 from compatcheck.diagnose.broken_env import broken_environment
+from compatcheck.diagnose.mismatch import mismatch_findings
 from compatcheck.diagnose.state import froze_findings
 from compatcheck.diagnose.variation import variation_finding
 from compatcheck.state import rewinding
@@ -124,6 +125,8 @@ def diagnosis(run) -> tuple[str, str] | None:
         run.findings = stage.diagnose(ctx, run.error)
     except Exception as exc:  # compatcheck's own diagnosis: the verdict stands, the note says so
         failed = ("failed", f"diagnosis failed: {one_line(exc)}")
+    if status is Status.MISMATCH:
+        run.findings = mismatch_findings(stage.name, ctx, run.findings, lambda one: stage.intermediates(ctx, one))
     if ctx.kept and not run.evidence.reference:  # eager's own finding names each piece of state and its line
         run.findings[:0] = froze_findings(stage.name, ctx, run.runner, run.error)
     broken = next((one for one in run.evidence.swept if not one.ok), None)

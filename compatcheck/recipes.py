@@ -20,6 +20,9 @@ class Recipe:
     from_program: bool = False  # export with torch.export.export first, then hand the ExportedProgram on
     setting: tuple | None = None  # ("call", method, args) or ("attribute", dotted path, value), on the built model
     factory: str | None = None  # the constructor argument that does what `setting` does
+    flat: bool = False  # build from a wrapper whose forward returns the outputs' tensors flat
+    before: str | None = None  # code the user writes before the call (a wrapper class), for the finding
+    then: str | None = None  # code the user writes after it (the outputs rebuilt), for the finding
 
 
 def apply_setting(model, setting: tuple) -> str:

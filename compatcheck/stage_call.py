@@ -25,7 +25,7 @@ class Name:
 
 @dataclass(frozen=True)
 class Step:
-    function: str  # dotted: "torch.onnx.export"
+    function: str  # dotted: "torch.onnx.export", or a name the caller binds
     args: tuple = ()
     keywords: tuple[tuple[str, object], ...] = ()
     result: str | None = None  # the name the step's value is bound to, for the steps after it
@@ -37,7 +37,8 @@ class Step:
         return f"{self.result} = {call}" if self.result else call
 
     def run(self, bound: dict):
-        function = _resolve(self.function)
+        # A class the caller binds (a wrapper of its own) is called by its name, as the source spells it.
+        function = bound[self.function] if self.function in bound else _resolve(self.function)
         value = (lambda one: bound[one.name] if isinstance(one, Name) else one)
         return function(*map(value, self.args), **{name: value(one) for name, one in self.keywords})
 

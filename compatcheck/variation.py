@@ -3,21 +3,24 @@
 Every run is seeded the same, so a forward with `torch.rand` or `dropout(training=True)` agrees with
 itself and would be compared value by value, with the noise of an fp64 run (which draws other numbers)
 as the tolerance: anything of that size passes. So randomness is found by running eager with another
-seed, and the clock by running it with the clock moved; the random op and the clock read are named at
-the user's line. For such a model no artifact's values are compared with eager's: each artifact is
-run again under the other seed (or clock), and it must vary too, else the randomness or the reading of
-the clock was lost when it was built.
+seed, and the clock by running it with the clock moved; the op that draws (its output differs between
+the two seeds) and the clock read are named at the user's line. For such a model no artifact's values
+are compared with eager's: each artifact is run again under the other seed (or clock), and it must vary
+too, else the randomness or the reading of the clock was lost when it was built.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 SEEDS = (0, 1)  # the seed of every run, and the other one that shows randomness
@@ -52,26 +55,55 @@ class Variation:
         return "random" if self.random else "clock"
 
 
-class _RandomOps(TorchDispatchMode):
-    """Records every op that draws from torch's generator (tagged nondeterministic_seeded)."""
+class _SeededCalls(TorchDispatchMode):
+    """Records each call of an op tagged nondeterministic_seeded, with the user's line and a digest of what
+    it returned. The tag says an op may draw, not that it did: scaled-dot-product attention carries it
+    and draws only with dropout_p > 0."""
 
-    def __init__(self, user, found: list[Site]):
+    def __init__(self, user):
         super().__init__()
-        self.user, self.found = user, found
+        self.user = user
+        self.calls: list[tuple[Site, bytes | None]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
         if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
-            name = f"aten.{func.overloadpacket.__name__}"
-            if all(site.what != name for site in self.found):
-                self.found.append(Site(name, self.user.innermost(traceback.extract_stack()[:-1])))
-        return func(*args, **(kwargs or {}))
+            frame = self.user.innermost(traceback.extract_stack()[:-1])
+            self.calls.append((Site(f"aten.{func.overloadpacket.__name__}", frame), _digest(out)))
+        return out
 
 
-@contextmanager
-def recording_random_ops(user):
+def _digest(out) -> bytes | None:
+    """The bytes of every tensor an op returned, hashed (read at once: an in-place draw is overwritten
+    later); None where they cannot be read, so the call is never named on a guess."""
+    digest = hashlib.blake2b(digest_size=16)
+    try:
+        for leaf in pytree.tree_leaves(out):
+            if isinstance(leaf, torch.Tensor):
+                digest.update(leaf.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+            else:
+                digest.update(repr(leaf).encode())
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    return digest.digest()
+
+
+def drawing_ops(run: Callable[[int], object], user) -> list[Site]:
+    """The ops that draw the random numbers, first called first: of the seeded ops, those whose output
+    differs between `run` under each of SEEDS (run(seed) calls eager under that seed)."""
+    runs = []
+    for seed in SEEDS:
+        with _SeededCalls(user) as recorder:
+            run(seed)
+        runs.append(recorder.calls)
     found: list[Site] = []
-    with _RandomOps(user, found):
-        yield found
+    for (site, digest), (other, drawn) in zip(*runs):
+        if site.what != other.what:
+            break  # the runs took different paths from here: the calls no longer pair up
+        if digest is not None and drawn is not None and digest != drawn and all(
+                one.what != site.what for one in found):
+            found.append(site)
+    return found
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from compatcheck.diagnose.mutation import input_mutation
 from compatcheck.diagnose.state import kept_findings
 from compatcheck.diagnose.unstable import instability
 from compatcheck.report.model import Finding
+from compatcheck.variation import SEEDS
 
 _MODE_DEPENDENT = (
     torch.nn.modules.batchnorm._BatchNorm,
@@ -63,7 +64,9 @@ def eager_findings(ctx, stage: str, error: BaseException | None, batching: list)
 def _variation(ctx, stage: str) -> Finding:
     site = ctx.varies.first()
     if ctx.varies.random:
-        what = f"draws random numbers ({site.what})"
+        # The op is named where its own output differed between the seeds (variation.drawing_ops).
+        checked = f": its output differs under seeds {SEEDS[0]} and {SEEDS[1]}" if site.what.startswith("aten.") else ""
+        what = f"draws random numbers ({site.what}{checked})"
         then = "each artifact is run again under a second seed and must vary too"
     else:
         what = f"reads the clock ({site.what})"

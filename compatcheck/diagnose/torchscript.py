@@ -211,6 +211,16 @@ def _container_output(stage: str, ctx, error: BaseException, container: str):
     return finding
 
 
+# jit.trace refusing what forward returns: an object it cannot type, a list of dicts, a dict.
+_REFUSED_OUTPUT = re.compile(r"Tracer cannot infer type of|can be output from traced functions|"
+                             r"Encountering a (dict|list) at the output of the tracer")
+
+
+def refused_output(error: BaseException | None) -> bool:
+    """Whether jit.trace failed on the structure of forward's outputs."""
+    return error is not None and bool(_REFUSED_OUTPUT.search(str(error)))
+
+
 def _pinned_sizes(stage: str, ctx, findings: list) -> list:
     """A trace keeps every size it saw, often without a warning: the dynamic dimensions the code pins
     come first, replacing any tracer warning on the same line."""

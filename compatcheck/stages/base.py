@@ -27,7 +27,7 @@ from compatcheck.stage_call import StageCall
 from compatcheck.state import Place, model_places, rewind_model, taken
 from compatcheck import state
 from compatcheck.torch_features import Feature
-from compatcheck.variation import SEEDS, Site, Variation, clock_moved, recording_random_ops
+from compatcheck.variation import SEEDS, Site, Variation, clock_moved, drawing_ops
 
 Runner = Callable[[InputSet], object]
 
@@ -228,12 +228,10 @@ class StageContext:
         user = self.spec.user
         reseeded = self._eager_runs(SEEDS[1])
         if not all(identical(a, b) for a, b in zip(first, reseeded)):
-            # Only a forward found random is run again to name its ops: the recording mode costs an import
-            # of torch._dynamo that a deterministic eager-only run never needs.
-            random: list = []
+            # Only a forward found random is run again, under each seed, to name the ops that draw: the
+            # recording mode costs an import of torch._dynamo that a deterministic eager-only run never needs.
             try:
-                with recording_random_ops(user) as random:
-                    self._eager_runs(SEEDS[1])
+                random = drawing_ops(self._eager_runs, user)
             except Exception:  # an op the recording mode cannot pass through: the seed's effect is named alone
                 random = []
             if random or self._noise is None:

@@ -7,7 +7,11 @@ branch or shape. TracerWarnings are kept for the diagnosis.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+
 import torch
+from torch.utils import _pytree as pytree
 
 from compatcheck.report.model import Finding
 from compatcheck.recipes import Recipe
@@ -22,30 +26,78 @@ from compatcheck.stages.jit_script import run_loaded
 UNCHECKED = Recipe("check_trace=False (the trace not checked against a second run)", keywords=(("check_trace", False),))
 
 
+class FlatOutputs(torch.nn.Module):
+    """The model, its outputs flattened to a tuple of tensors, which torch.jit.trace can return."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args):
+        return tuple(torch.utils._pytree.tree_leaves(self.model(*args)))
+
+
+# After the trace: the outputs in forward's structure again, as one eager call has it.
+REBUILD = ("spec = torch.utils._pytree.tree_structure(model(*args))  # forward's structure, from one eager call\n"
+           "outputs = torch.utils._pytree.tree_unflatten(list(traced(*args)), spec)")
+
+
+def flat_recipe() -> Recipe:
+    return Recipe("a wrapper whose forward returns the outputs' tensors flat (FlatOutputs), the structure rebuilt "
+                  "with tree_unflatten", flat=True, before=inspect.getsource(FlatOutputs), then=REBUILD)
+
+
+def dataclasses_in(output) -> list[type]:
+    """The dataclasses among the output's pytree leaves (pytree does not know them), nested ones too."""
+    found: list[type] = []
+    for leaf in pytree.tree_leaves(output):
+        if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            inner = dataclasses_in([getattr(leaf, field.name) for field in dataclasses.fields(leaf)])
+            found += [one for one in (type(leaf), *inner) if one not in found]
+    return found
+
+
 class JitTrace(Stage):
     name = "jit_trace"
     same_random = True
 
     def __init__(self):
         self.traced = None
+        self.registered: list[type] = []  # dataclasses the flat recipe registered with pytree, until close()
 
     def needs(self, ctx: StageContext):
         return (TORCHSCRIPT_TRACE,)
 
     def call(self, ctx: StageContext) -> StageCall:
+        if ctx.recipe is not None and ctx.recipe.flat:
+            return self._flat_call(ctx)
         if ctx.sample.kwargs:  # a mixed call is traced as keywords: jit.trace takes one or the other
             return StageCall((step("torch.jit.trace", MODEL, example_kwarg_inputs=Name("keywords"), **ctx.keywords,
                                    result="traced"),), "keywords: the sample's arguments, all as keywords")
         return StageCall((step("torch.jit.trace", MODEL, ARGS, **ctx.keywords, result="traced"),))
 
+    def _flat_call(self, ctx: StageContext) -> StageCall:
+        """The trace of FlatOutputs(model), after registering the output's dataclasses with pytree."""
+        registers = (step("torch.utils._pytree.register_dataclass", Name(one.__name__))
+                     for one in dataclasses_in(ctx.reference[ctx.recipe.sample]))
+        return StageCall((*registers, step("FlatOutputs", MODEL, result="flat"),
+                          step("torch.jit.trace", Name("flat"), ARGS, **ctx.keywords, result="traced")))
+
     def build(self, ctx: StageContext):
+        flat = ctx.recipe is not None and ctx.recipe.flat
+        if flat:  # the call registers them; close() takes them back, so no later stage sees them
+            self.registered = dataclasses_in(ctx.reference[ctx.recipe.sample])
         with torch.no_grad():
-            traced = self.run_call(ctx)
+            traced = self.run_call(ctx, FlatOutputs=FlatOutputs, **{one.__name__: one for one in self.registered})
         self.traced = traced
         path = ctx.artifact("model.trace.pt")
         torch.jit.save(traced, str(path))
         ctx.artifacts[self.name] = str(path)
-        return run_loaded(torch.jit.load(str(path)))
+        run = run_loaded(torch.jit.load(str(path)))
+        if not flat:
+            return run
+        spec = pytree.tree_structure(ctx.reference[ctx.recipe.sample])
+        return lambda input_set: pytree.tree_unflatten(list(run(input_set)), spec)
 
     def note(self, ctx: StageContext) -> str | None:
         from compatcheck.diagnose.device import trace_note
@@ -65,8 +117,11 @@ class JitTrace(Stage):
 
     def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
         from compatcheck.diagnose.sample import sample_recipe
+        from compatcheck.diagnose.torchscript import refused_output
 
         found = [sample_recipe(ctx, error)]
+        if refused_output(error) and not ctx.sample.kwargs:
+            found.append(flat_recipe())
         # Where forward keeps state, the check is right: a trace without it answers like the first call forever.
         if error is not None and type(error).__name__ == "TracingCheckError" and not ctx.kept:
             found.append(UNCHECKED)
@@ -77,3 +132,9 @@ class JitTrace(Stage):
                           "loaded = torch.jit.load(os.path.join(HERE, 'model.trace.pt'))\n"
                           "def run(args, kwargs):\n    with torch.no_grad():\n        return loaded(*args, **kwargs)\n"
                           "return run\n")
+
+    def close(self) -> None:
+        for one in self.registered:
+            if one in pytree.SUPPORTED_NODES:
+                pytree._deregister_pytree_node(one)
+        self.registered = []

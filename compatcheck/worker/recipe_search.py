@@ -70,7 +70,8 @@ def _conclude(run, recipes: list[Recipe], outcomes: dict, calls: dict) -> None:
             proven_order(ctx, finding, sample, outcomes.get(sample) if sample else None)
     for recipe, passed in outcomes.items():
         if passed is True and not recipe.sample:
-            call = "\n".join(filter(None, [recipe.setting and _setting_line(ctx, recipe), calls.get(recipe)]))
+            call = "\n".join(filter(None, [recipe.setting and _setting_line(ctx, recipe), recipe.before,
+                                           calls.get(recipe), recipe.then]))
             run.findings.append(proven_recipe(stage.name, recipe.what, call))
         elif passed == "factory" and recipe.factory:
             run.findings.append(factory_only(stage.name, recipe.what, recipe.factory))

@@ -1,9 +1,12 @@
 """--dtype float16/bfloat16 (docs/precision.md): the conv net gets the verdicts models/convnet.py writes
 down for each setting, a model that overflows float16 gets the finding at its line and a proven float32
-set that, pasted into the model file, makes it pass, and small normal activations raise no alarm. The
+set, blocks inside nn.ModuleList, nn.Sequential and nn.ModuleDict get them by their qualified names, with
+neighbours kept float32 together, in a set that, pasted into the model file, makes it pass, and small
+normal activations raise no alarm. The
 runs are real `compatcheck run` processes, two at a time; the rule and the search are also checked
 directly on tensors."""
 
+import copy
 import json
 import math
 import re
@@ -13,7 +16,7 @@ import pytest
 import torch
 
 from compatcheck.compare import compare_leaf
-from compatcheck.diagnose.precision import ddmin
+from compatcheck.diagnose.float32_set import KEEP_FLOAT32, ddmin
 from compatcheck.errors import UsageError
 from compatcheck.options import cache_key_values, parse
 from compatcheck.report.model import SCHEMA_VERSION, migrate
@@ -24,6 +27,7 @@ from tests.shared_runs import literal
 
 CONVNET = MODELS / "convnet.py"
 OVERFLOW = ROOT / "tests" / "models" / "float16_overflow.py"
+CONTAINERS = ROOT / "tests" / "models" / "float16_containers.py"
 SMALL = ROOT / "tests" / "models" / "small_activations.py"
 # AOTInductor compiles C++ for about 45 s a model: its verdicts come from a full run (docs/precision.md).
 LADDER = "eager,compile,compile_fullgraph,export,jit_script,jit_trace,onnx_export,onnxruntime,triton"
@@ -35,6 +39,7 @@ RUNS = {
                                     "--onnx-opset", "22"]),
     "overflow": (OVERFLOW, ["--stages", "eager,jit_trace", "--dtype", "float16"]),
     "small": (SMALL, ["--stages", "eager", "--dtype", "float16"]),
+    "containers": (CONTAINERS, ["--stages", "eager", "--dtype", "float16"]),
 }
 TABLES = {"float16": "EXPECTED_FLOAT16", "bfloat16": "EXPECTED_BFLOAT16",
           "bfloat16 opset 22": "EXPECTED_BFLOAT16_OPSET_22"}
@@ -150,20 +155,62 @@ def test_overflow_is_found_at_its_line_with_the_first_op_and_a_proven_float32_se
 
 
 @pytest.mark.slow
+def test_blocks_in_containers_are_found_by_their_qualified_names_and_neighbours_kept_together(runs):
+    proc, report = runs["containers"]
+    assert verdicts(report) == {"eager": "mismatch"}, proc.stdout
+    overflows = {re.search(r"module (\S+) \(", f["message"])[1]: f["line"] for f in findings(report, "overflow")}
+    assert overflows == {"layers.1": line_of(CONTAINERS, "self.layers = nn.ModuleList"),
+                         "layers.2.lin": line_of(CONTAINERS, "self.lin = nn.Linear(16, 16)"),
+                         "stack.1": line_of(CONTAINERS, "self.stack = nn.Sequential"),
+                         "stack.2.lin": line_of(CONTAINERS, "self.lin = nn.Linear(16, 16)"),
+                         "heads.mix.up": line_of(CONTAINERS, "self.up = Up()")}
+    [first] = findings(report, "non-finite")
+    assert (first["op"], first["line"]) == ("aten.mul", line_of(CONTAINERS, "return self.lin(x) * 1e5"))
+    assert "in module layers.1 (Up)" in first["message"]
+    [kept] = findings(report, "keep-float32")
+    # the list's and the Sequential's Up with the block after it, together; the dict's block on its own
+    assert "KEEP_FLOAT32 = [['layers.1', 'layers.2'], ['stack.1', 'stack.2'], 'heads.mix']" in kept["rewrite"]
+    assert kept["line"] == line_of(CONTAINERS, "self.layers = nn.ModuleList")
+    assert "putting any one of them back into float16 brings NaN/Inf back" in kept["message"]
+
+
+@pytest.mark.slow
 def test_the_float32_set_pasted_into_the_model_file_passes(runs, tmp_path):
     """The keep-float32 rewrite, pasted as it is: the model built with it passes in float16."""
-    _, report = runs["overflow"]
+    _, report = runs["containers"]
     [kept] = findings(report, "keep-float32")
     code, call = kept["rewrite"].rsplit("\n", 1)
     assert call == "model = keep_float32(model, KEEP_FLOAT32, torch.float16)"
-    source = OVERFLOW.read_text().replace("def get_model():\n    return Overflowing().eval()",
-                                          f"{code}\n\n\ndef get_model():\n    model = Overflowing().eval()\n"
-                                          f"    {call}\n    return model")
+    source = CONTAINERS.read_text().replace("def get_model():\n    return Containers().eval()",
+                                            f"{code}\n\n\ndef get_model():\n    model = Containers().eval()\n"
+                                            f"    {call}\n    return model")
     applied = tmp_path / "applied.py"
     applied.write_text(source)
     proc, fixed = run(tmp_path / "run", applied, ["--stages", "eager,jit_trace", "--dtype", "float16"])
     assert verdicts(fixed) == {"eager": "pass", "jit_trace": "pass"}, proc.stdout
-    assert not {f["kind"] for f in fixed["findings"]} & PRE_FLIGHT  # block stays float32 there: nothing to say
+    assert not {f["kind"] for f in fixed["findings"]} & PRE_FLIGHT  # kept float32 there: nothing to say
+
+
+def test_neighbours_kept_together_pass_float32_between_them_and_kept_apart_do_not():
+    """keep_float32 as pasted: a module that scales past float16's range and the LayerNorm after it give
+    finite outputs kept float32 as one group, and Inf kept as two, cast to float16 between them."""
+    namespace: dict = {}
+    exec(KEEP_FLOAT32, namespace)
+    torch.manual_seed(0)
+    up, x = torch.nn.Linear(16, 16), torch.randn(4, 16)
+    with torch.no_grad():
+        up.weight.mul_(1e5)
+
+    def built(names):
+        model = torch.nn.Sequential(torch.nn.Linear(16, 16), copy.deepcopy(up), torch.nn.LayerNorm(16),
+                                    torch.nn.Linear(16, 4))
+        return namespace["keep_float32"](model, names, torch.float16)
+
+    with torch.no_grad():
+        together = built([["1", "2"]])(x.half())
+        apart = built(["1", "2"])(x.half())
+    assert together.dtype == torch.float16 and bool(torch.isfinite(together).all())
+    assert not bool(torch.isfinite(apart).all())
 
 
 @pytest.mark.slow

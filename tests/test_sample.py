@@ -73,7 +73,9 @@ def get_model():
 
 
 def get_inputs():
-    return [(torch.randn(2, 5, 8), torch.randn(2, 1, 2)), (torch.randn(1, 5, 8), torch.randn(1, 3, 2)), (torch.randn(3, 5, 8), torch.randn(3, 3, 2))]
+    def one(batch, prompts):
+        return torch.randn(batch, 5, 8), torch.randn(batch, prompts, 2)
+    return [one(2, 1), one(1, 3), one(3, 3)]
 '''
 
 
@@ -92,4 +94,5 @@ def test_a_prompt_count_of_one_in_the_sample_is_answered_from_every_input_set(tm
         assert "has size 1 in dim 1 of points, where input set 2 has 3" in first["message"]
         assert "Fix, checked: built from input set 3, it passes on every input set." in first["message"]
         assert first["checked_by"].startswith("built from input set 3")
-        assert first["rewrite"].splitlines()[-1].startswith("return [(torch.randn(3, 5, 8), torch.randn(3, 3, 2))")
+        assert first["line"] == line_of(path, "return [one(2, 1)")  # get_inputs' own return, not its helper's
+        assert first["rewrite"].splitlines()[-1] == "return [one(3, 3), one(2, 1), one(1, 3)]"

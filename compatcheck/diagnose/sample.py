@@ -26,10 +26,22 @@ def _get_inputs_return(path) -> tuple[int, ast.Return, str] | None:
     text = path.read_text()
     for node in ast.parse(text).body:
         if isinstance(node, ast.FunctionDef) and node.name == "get_inputs":
-            returns = [n for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None]
+            returns = _own_returns(node)
             if returns:
                 return returns[-1].lineno, returns[-1], text
     return None
+
+
+def _own_returns(function: ast.FunctionDef) -> list[ast.Return]:
+    """The function's own `return <value>` statements, by line: not those of a helper defined inside it."""
+    found, todo = [], list(function.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Return) and node.value is not None:
+            found.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+    return sorted(found, key=lambda node: node.lineno)
 
 
 def _reordered(statement: ast.Return, text: str, first: int, count: int) -> str | None:
@@ -44,13 +56,22 @@ def _reordered(statement: ast.Return, text: str, first: int, count: int) -> str 
 
 # torch.export's own words when a dim declared dynamic had size 0 or 1 in the sample.
 _EXPORT_SAID = re.compile(r"0/1 specialized due to hint of (\d) for dimension inputs(\S*?)\.shape\[(\d+)\]")
-_TOP = re.compile(r"^\['([^']+)'\](.*)$")  # torch's "['points']" or "['batch']['x']", from forward's parameters
+_TOP = re.compile(r"^\[(?:'([^']+)'|(\d+))\](.*)$")  # torch's "['points']", "[1]" or "['batch']['x']"
 
 
-def _leaf(sample: list, path: str) -> int | None:
-    """The index of the tensor torch's path names ("['points']"), by forward's parameter names."""
+def _leaf(ctx, sample: list, path: str) -> int | None:
+    """The index of the tensor torch's path names: by forward's parameter ("['points']"), or by position
+    ("[1]", where the dynamic shapes are a tuple), as the input set names its tensors."""
+    from compatcheck.spec import top_level
+
     top = _TOP.match(path)
-    name = top.group(1) + top.group(2) if top else None
+    name = None
+    if top:
+        key, index, rest = top.groups()
+        if index is not None:
+            named = top_level(ctx.spec.input_sets[0], ctx.spec.signature)
+            key = named[int(index)][0] if int(index) < len(named) else None
+        name = key + rest if key else None
     found = next((i for i, (n, _) in enumerate(sample) if n == name), None)
     return 0 if found is None and len(sample) == 1 else found
 
@@ -60,7 +81,7 @@ def _said(ctx, error: BaseException | None) -> tuple[list, int] | None:
     sets = [_named_shapes(one) for one in ctx.spec.input_sets]
     found = []
     for size, path, dim in _EXPORT_SAID.findall(chain_text(error)):
-        leaf, dim, size = _leaf(sets[0], path), int(dim), int(size)
+        leaf, dim, size = _leaf(ctx, sets[0], path), int(dim), int(size)
         if leaf is None:
             continue
         other = next((k for k, one in enumerate(sets) if one[leaf][1][dim] != size), None)

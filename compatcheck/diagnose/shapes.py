@@ -251,11 +251,19 @@ def _called_from(user, stack, at) -> str:
 
 
 def findings(stage: str, ctx, dims: dict[str, int]) -> list:
-    """A `dynamic-shape` finding per pinned dimension, at the line that pinned it."""
+    """A `dynamic-shape` finding per pinned dimension, at the line that pinned it; with the stage's artifact
+    at hand, only for a dimension it fails at another size of (pins.py), and where it serves every size
+    tried, the value that changes an output's size instead."""
+    from compatcheck.diagnose.pins import at_other_sizes
+
     user = ctx.spec.user
     why = "it varies across the input sets" if ctx.spec.dynamic_shapes_inferred else "get_dynamic_shapes() says so"
-    result = []
+    result, serves = [], []
     for one in specializations(ctx, dims):
+        checked = at_other_sizes(ctx, one.dim)
+        if checked is not None and checked[1]:
+            serves += checked[0]
+            continue
         # In library code the guard's stack may hold no frame of the user's: then the line of theirs that
         # calls into the library is where the finding points.
         at = user.innermost(one.stack) or call_into_children(ctx)
@@ -266,15 +274,51 @@ def findings(stage: str, ctx, dims: dict[str, int]) -> list:
         finding = finding_at(user, stage, "dynamic-shape", message, location=at, stack=one.stack)
         finding.op = construct(finding.code)
         finding.rewrite = shape_branch(finding.code, one.dim)
+        if checked is not None:
+            finding.checked_by = f"the artifact, run on input set 1 at {checked[0][-1]}, did not match eager"
         result.append(finding)
-    return result
+    return result + value_sized(stage, ctx, serves) if serves else result
+
+
+# The tracer's warning on the line that turns a tensor's value into a Python number.
+_TO_PYTHON = ("Python integer", "Python number", "Python index")
+
+
+def value_sized(stage: str, ctx, serves: list[str]) -> list:
+    """Where the artifact served every other size of the dims said pinned (`serves`), the finding that
+    names what does break it, when it is an output size that follows the inputs' values."""
+    from compatcheck.diagnose.pins import value_size
+
+    found = value_size(ctx)
+    if found is None:
+        return []
+    failing, output, dim, size, other = found
+    artifact = BY_NAME[stage].artifact
+    message = (f"{' and '.join(dict.fromkeys(d.rsplit(' = ', 1)[0] for d in serves))} is not pinned: {artifact} runs "
+               f"at {', '.join(serves)} and matches eager there. What breaks it on input set {failing + 1} is a "
+               f"value: there eager's {output} has size {size} in dim {dim}, and {other} at the same input sizes with "
+               f"input set 1's values: a size computed from the inputs' values (int(index.max()) + 1, say), which "
+               f"{artifact} keeps at input set 1's. Compute it outside the model and pass it in, or keep it a tensor")
+    warned = next((stack for warning, stack in ctx.warnings if any(t in str(warning.message) for t in _TO_PYTHON)), [])
+    kind = {"jit_trace": "frozen-constant", "export": "data-dependent-guard",
+            "onnx_export": "data-dependent-guard"}.get(stage, "dynamic-shape")
+    finding = finding_at(ctx.spec.user, stage, kind, message, location=ctx.spec.user.innermost(warned), stack=warned)
+    finding.op = construct(finding.code) or f"{output}.shape[{dim}]"
+    finding.checked_by = (f"the artifact, run on input set 1 at {', '.join(serves)} and at input set {failing + 1}'s "
+                          "sizes with input set 1's values, matched eager each time")
+    return [finding]
 
 
 def error_findings(stage: str, ctx, error: BaseException | None) -> list:
     """Dynamic-shape findings for an export error that pinned a dynamic dimension, or whose guards do not
     hold for every size a declared dimension may take; [] for other errors."""
     dims = pinned_dims(error)
-    return findings(stage, ctx, dims) if dims else violated_findings(stage, ctx, error)
+    if not dims:
+        return violated_findings(stage, ctx, error)
+    found = findings(stage, ctx, dims)
+    for finding in found:
+        finding.checked_by = finding.checked_by or "torch.export's error names the dim and the constant it pinned"
+    return found
 
 
 _VIOLATED = re.compile(r"Not all values of (\w+) = (\S+) in the specified range satisfy the generated guard (.+?)\.?$",

@@ -14,8 +14,8 @@ def swept_findings(stage: str, ctx, broken: InputSetResult) -> list[Finding]:
     from compatcheck.diagnose import shapes
 
     pinned = shapes.pinned_by_code(ctx)
-    if pinned:
-        found = shapes.findings(stage, ctx, pinned)
+    found = shapes.findings(stage, ctx, pinned) if pinned else []
+    if found:  # none where the artifact served every other size of each: then the lines below say more
         for finding in found:
             finding.message += f"; it shows at {broken.label}, which the input sets lack"
         return found

@@ -53,6 +53,10 @@ class Finding(BaseModel):
     advice: str | None = Field(
         None, description="what to do when the cause is in library code: a config switch, pinning or upgrading "
                           "the library, or reporting upstream with the reproducer")
+    checked_by: str | None = Field(
+        None, description="the run that checked the finding's claim before it was made, in words: 'the trace ran "
+                          "at edge_index.shape[1] = 30 and matched eager'; None where the claim is the tool's own "
+                          "error or was not checked")
 
     @property
     def where(self) -> str | None:

@@ -124,6 +124,8 @@ class StageContext:
         self.blockers = dict(blockers or {})  # stage name -> its first finding in words, for skip reasons
         self.warnings: list[tuple[warnings.WarningMessage, list]] = []
         self.input_results: list = []  # the current stage's InputSetResults, for its diagnosis
+        self.runner = None  # the current stage's artifact as a callable, for a diagnosis that runs it
+        self.flat_outputs = False  # whether that artifact returns its outputs flattened
         self.stage_seconds = 0.0  # how long the current stage took to build and run, for diagnosis budgets
         self._reference: list | None = None
         self._noise: list | None = None

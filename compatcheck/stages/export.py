@@ -86,9 +86,9 @@ class Export(Stage):
                                  self.failure)
 
     def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
-        from compatcheck.diagnose.sample import sample_recipe
+        from compatcheck.diagnose.sample import sample_recipes
 
-        return [recipe for recipe in (sample_recipe(ctx, self.failure), STRICT) if recipe is not None]
+        return [*sample_recipes(ctx, self.failure), STRICT]
 
     def reproduce(self, ctx: StageContext) -> str:
         return reproduced(self.call(ctx), f"torch.export.save(program, os.path.join(HERE, {ARTIFACT!r}))\n"

@@ -116,16 +116,16 @@ class JitTrace(Stage):
         return first_if_size_one(self.name, ctx, trace_findings(self.name, ctx, error))
 
     def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
-        from compatcheck.diagnose.sample import sample_recipe
+        from compatcheck.diagnose.sample import sample_recipes
         from compatcheck.diagnose.torchscript import refused_output
 
-        found = [sample_recipe(ctx, error)]
+        found = sample_recipes(ctx, error)
         if refused_output(error) and not ctx.sample.kwargs:
             found.append(flat_recipe())
         # Where forward keeps state, the check is right: a trace without it answers like the first call forever.
         if error is not None and type(error).__name__ == "TracingCheckError" and not ctx.kept:
             found.append(UNCHECKED)
-        return [recipe for recipe in found if recipe is not None]
+        return found
 
     def reproduce(self, ctx: StageContext) -> str:
         return reproduced(self.call(ctx), "torch.jit.save(traced, os.path.join(HERE, 'model.trace.pt'))\n"

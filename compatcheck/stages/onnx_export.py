@@ -116,12 +116,12 @@ class OnnxExport(Stage):
 
     def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
         from compatcheck.diagnose.dynamic_dims import is_specialization
-        from compatcheck.diagnose.sample import sample_recipe
+        from compatcheck.diagnose.sample import sample_recipes
         from compatcheck.torch_features import missing
 
         if not self._dynamo(ctx) or self.failure is None:
-            return [recipe for recipe in (sample_recipe(ctx, error),) if recipe is not None]
-        found = [sample_recipe(ctx, self.failure)]
+            return sample_recipes(ctx, error)
+        found = sample_recipes(ctx, self.failure)
         # The optimizer runs after capture and translation succeeded: leaving it out is the first thing to try.
         if "optimiz" in chain_text(self.failure).lower() or _raised_in(self.failure, "optimizer"):
             found.append(NOT_OPTIMIZED)
@@ -131,7 +131,7 @@ class OnnxExport(Stage):
             found.append(PROGRAM)
         if missing(LEGACY_EXPORTER) is None:
             found.append(LEGACY)
-        return [recipe for recipe in found if recipe is not None]
+        return found
 
     def reproduce(self, ctx: StageContext) -> str:
         check = "import onnx\nonnx.checker.check_model(path, full_check=True)\n"

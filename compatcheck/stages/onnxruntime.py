@@ -4,6 +4,7 @@ device (--device cuda: TensorRT where present, CUDA, then the CPU); the backend 
 from __future__ import annotations
 
 from compatcheck.onnxruntime_session import feeds, nodes_by_provider, profiled, providers, unavailable
+from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
 
@@ -73,6 +74,12 @@ class OnnxRuntime(Stage):
         from compatcheck.diagnose.sample import first_if_size_one
 
         return first_if_size_one(self.name, ctx, runtime_findings(self.name, ctx, error or self.failure, self.session))
+
+    def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
+        from compatcheck.diagnose.sample import sample_recipes
+
+        # The ONNX file is built from the sample: the recipe builds it again from another (recipe_search.py).
+        return sample_recipes(ctx, error or self.failure)
 
     def reproduce(self, ctx: StageContext) -> str:
         return (

@@ -103,6 +103,7 @@ class StageRun:
         self.settled = False
         self.doing = ""
         ctx.warnings, ctx.input_results = [], self.evidence.input_sets
+        ctx.runner, ctx.flat_outputs = None, stage.flat_outputs
         self._send = ctx.step
 
     def step(self, what: str, **phase) -> None:

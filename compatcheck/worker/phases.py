@@ -72,6 +72,7 @@ def build(run) -> None:
             return
         if run.ctx.kept:
             run.runner = rewinding(run.runner)
+        run.ctx.runner = run.runner
         input_sets, seen = run.ctx.spec.input_sets, set()  # each read of input_sets copies them
         for index, input_set in enumerate(input_sets):
             run.step(_on_input_set(run, input_set, index, len(input_sets), seen))

@@ -10,6 +10,7 @@ import shutil
 import torch
 
 from compatcheck.deadline import within
+from compatcheck.ladder import BY_NAME
 from compatcheck.diagnose.proven import factory_only, proven_recipe
 from compatcheck.recipes import Recipe, apply_setting
 from compatcheck.state import rewinding
@@ -43,6 +44,8 @@ def try_recipes(run, budget: float) -> str | None:
         for trying in recipes:
             if any(passed is True and not tried.sample for tried, passed in outcomes.items()):
                 break
+            if trying.sample and any(passed is True and tried.sample for tried, passed in outcomes.items()):
+                continue  # one sample that passes is the answer: the other input sets need no build
             run.ctx.step(f"while trying {trying.what} (recipes)")
             outcomes[trying] = _passes_with(type(run.stage), run.ctx, trying, calls)
             said = {True: "passes on every input set", False: "fails too", "factory": "not checked: only the "
@@ -64,10 +67,10 @@ def _conclude(run, recipes: list[Recipe], outcomes: dict, calls: dict) -> None:
     from compatcheck.diagnose.sample import SIZE_ONE, proven_order
 
     stage, ctx = run.stage, run.ctx
-    sample = next((recipe for recipe in recipes if recipe.sample), None)
+    samples = [(recipe, outcomes.get(recipe)) for recipe in recipes if recipe.sample]
     for finding in run.findings:
         if finding.op == SIZE_ONE:
-            proven_order(ctx, finding, sample, outcomes.get(sample) if sample else None)
+            proven_order(ctx, finding, samples)
     for recipe, passed in outcomes.items():
         if passed is True and not recipe.sample:
             call = "\n".join(filter(None, [recipe.setting and _setting_line(ctx, recipe), recipe.before,
@@ -93,7 +96,9 @@ def _passes_with(stage_class, ctx: StageContext, recipe, calls: dict):
     artifacts, folder = dict(ctx.artifacts), ctx.workdir / "recipes" / stage.name
     ctx.recipe, ctx.artifact_dir = recipe, folder
     model = ctx.spec.fresh_model()
-    checks = [stage, *([stages.load(stage.proven_by)] if stage.proven_by else [])]
+    # Another sample changes what the stages this one runs the artifact of build (the ONNX file of onnxruntime).
+    built = [stages.load(name) for name in BY_NAME[stage.name].requires] if recipe.sample else []
+    checks = [*built, stage, *([stages.load(stage.proven_by)] if stage.proven_by else [])]
     ran = False  # proven only by running something on every input set
     try:
         if recipe.setting:

@@ -39,11 +39,19 @@ def verdicts(report: dict) -> dict[str, str]:
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    """Each test starts with an empty result cache of its own, and a cache key of its own."""
-    monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+def private_cache(tmp_path_factory, monkeypatch):
+    """Each test starts with an empty result cache of its own, and a cache key of its own. They live
+    beside tmp_path, not in it: the worker's sandbox lets it make nothing new in a folder above them
+    (docs/isolation.md), and the tests' models write their flags into tmp_path."""
+    home = tmp_path_factory.mktemp("private")
+    monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(home / "cache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
     monkeypatch.delenv("COMPATCHECK_CACHE_KEY", raising=False)
+
+
+def cache_dir() -> Path:
+    """The test's own result cache (private_cache)."""
+    return Path(os.environ["COMPATCHECK_CACHE_DIR"])
 
 
 # The shared runs (tests/shared_runs.py) the collected tests read, in the order they read them.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import MODELS, run_cli, run_json, verdicts
+from tests.conftest import MODELS, cache_dir, run_cli, run_json, verdicts
 
 STAGES = "jit_script,onnxruntime"
 
@@ -123,7 +123,7 @@ def test_a_cache_entry_keeps_only_the_end_of_a_long_log_and_says_so(tmp_path):
     log = (tmp_path / "art" / "worker-0.log").read_text()
     assert log.startswith(f"[compatcheck: the cache keeps the last 8192 bytes of a worker's log; the {cut} before")
     assert "the end of a call" in log and len(log) < 9000
-    stored = sum(path.stat().st_size for path in (tmp_path / "cache").rglob("*") if path.is_file())
+    stored = sum(path.stat().st_size for path in cache_dir().rglob("*") if path.is_file())
     assert stored < 64 * 2**10, f"{stored} bytes cached"
 
 
@@ -157,7 +157,7 @@ def modes():
     yield LIB_MODE
     yield extpkg.MODE
     yield fakepkg.MODE
-    yield os.environ.get("TORCH_COMPATCHECK_TEST_ACT", "torch")
+    yield os.environ.get("TORCH_FAULT_TEST_ACT", "torch")
     yield "numpy" if torch.load(os.path.join(WEIGHTS, "w.pt"))["numpy"].item() else "torch"
     if os.path.exists(os.path.join(WEIGHTS, "w.safetensors")):
         from safetensors.torch import load_file
@@ -209,7 +209,7 @@ def _switch_to_numpy(root: Path, change: str, env: dict) -> None:
         (site / "fakepkg" / "__init__.py").write_text("MODE = 'numpy'\n")
         (site / "fakepkg-1.0.dist-info").rename(site / "fakepkg-2.0.dist-info")
     elif change == "TORCH_ variable":
-        env["TORCH_COMPATCHECK_TEST_ACT"] = "numpy"
+        env["TORCH_FAULT_TEST_ACT"] = "numpy"
     elif change == "torch.load weights":
         torch.save({"numpy": torch.tensor(True)}, root / "weights" / "w.pt")
     elif change == "safetensors weights":

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-MARK = "COMPATCHECK_TEST_RUN"
+MARK = "FAULT_TEST_RUN"
 # What torch (inductor's per-user cache) and onnxruntime (a session id) keep in the temp folder
 # for every process of the user, not for one run.
 LIBRARY_FILES = ("torchinductor_", ".ses")

@@ -4,12 +4,14 @@ reach. Without Landlock (COMPATCHECK_SANDBOX=off runs the worker as a kernel wit
 is readable, as the docs say, and a forged entry is served: the test shows both."""
 
 import json
+import os
 import secrets
+from pathlib import Path
 
 import pytest
 
 from compatcheck.session.sandbox import KEPT, landlock_abi
-from tests.conftest import ROOT, run_json
+from tests.conftest import ROOT, cache_dir, run_json
 
 HOSTILE = ROOT / "tests" / "faults" / "models" / "forges_cache_entry.py"
 VICTIM = """\
@@ -29,7 +31,7 @@ def get_inputs():
 def test_a_model_cannot_sign_an_entry_for_another_model(tmp_path, monkeypatch, sandbox):
     if sandbox == "on" and not landlock_abi():
         pytest.skip("this kernel has no Landlock: only the environment is scrubbed (docs: Isolation and safety)")
-    state, cache = tmp_path / "state", tmp_path / "cache"
+    state, cache = Path(os.environ["XDG_STATE_HOME"]), cache_dir()
     key = secrets.token_hex(32)
     (state / "compatcheck").mkdir(parents=True, mode=0o700)
     (state / "compatcheck" / "cache.key").write_text(key + "\n")
@@ -40,8 +42,7 @@ def test_a_model_cannot_sign_an_entry_for_another_model(tmp_path, monkeypatch, s
     victim.write_text(VICTIM)
     _, first = run_json(tmp_path, "run", str(victim), "--stages", "eager", "--no-cache")
     cache.mkdir()
-    (tmp_path / "out").mkdir()  # made before the worker starts: it may write there, not beside the cache
-    found = tmp_path / "out" / "found.json"
+    found = tmp_path / "found.json"
     for name, value in {"FORGE_STATE": state, "FORGE_CACHE": cache, "FORGE_VICTIM_KEY": first["run_key"],
                         "FORGE_REPORT": found}.items():
         monkeypatch.setenv(name, str(value))

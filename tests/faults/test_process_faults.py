@@ -68,7 +68,7 @@ def test_interrupt_mid_stage_writes_the_partial_report_leaves_nothing_and_resume
             TRACE_AND_AFTER, "--json", str(out), "--artifacts", str(artifacts)]
     hanging = tmp_path / "hanging"
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "COMPATCHECK_TEST_HANG": str(hanging)})
+                            env={**os.environ, "FAULT_TEST_HANG": str(hanging)})
     try:
         wait_until_hanging(hanging, proc)
         proc.send_signal(signum)

@@ -78,7 +78,7 @@ def test_a_second_run_on_a_folder_in_use_is_refused_and_the_first_keeps_it(tmp_p
     first = subprocess.Popen(
         [sys.executable, "-m", "compatcheck", "run", str(model), "--stages", "eager,jit_trace", "--artifacts",
          str(shared), "--no-cache"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "TMPDIR": str(temp), "COMPATCHECK_TEST_HANG": str(tmp_path / "hanging")})
+        env={**os.environ, "TMPDIR": str(temp), "FAULT_TEST_HANG": str(tmp_path / "hanging")})
     try:
         wait_until_hanging(tmp_path / "hanging", first)
         assert (shared / "inputs.npz").exists() and (shared / "reproduce_eager.py").exists(), \

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from compatcheck.session.cache import key_file, tag
-from tests.conftest import ROOT, verdicts
+from tests.conftest import ROOT, cache_dir, verdicts
 from tests.faults.conftest import wait_until_hanging
 from tests.faults.test_run_files import run, temp  # noqa: F401  (temp is a fixture)
 
@@ -74,7 +74,7 @@ def published(folder: Path) -> list[str]:
 
 def test_a_forged_corrupted_escaping_or_linked_entry_is_never_served_and_links_are_never_written_through(
         tmp_path, temp):
-    model, cache = tmp_path / "model.py", tmp_path / "cache"
+    model, cache = tmp_path / "model.py", cache_dir()
     model.write_text(MODEL)
     cold_art, warm_art = tmp_path / "cold-art", tmp_path / "warm-art"
     cold = run(temp, "run", str(model), "--stages", STAGES, "--artifacts", str(cold_art), "--json",
@@ -166,7 +166,7 @@ def test_a_planted_exported_program_is_never_loaded_from_the_cache_or_from_artif
     first = run(temp, "run", str(model), "--stages", "export", "--artifacts", str(art), "--json", str(out), env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     from_artifacts, from_cache = tmp_path / "ran-from-artifacts", tmp_path / "ran-from-cache"
-    cached = entry_of(tmp_path / "cache", "export") / "model.export.pt2"
+    cached = entry_of(cache_dir(), "export") / "model.export.pt2"
     forge_program(art / "model.export.pt2", tmp_path / "forged.pt2", from_artifacts)
     shutil.copy(tmp_path / "forged.pt2", art / "model.export.pt2")
     forge_program(cached, tmp_path / "forged-cached.pt2", from_cache)
@@ -198,7 +198,7 @@ def test_check_serves_no_entry_of_another_user_or_under_another_key(tmp_path, mo
     model.write_text(MODEL)
     monkeypatch.setenv("COMPATCHECK_CACHE_KEY", "the secret of one CI job")
     first = check(str(model), stages=["jit_script"])
-    foreign = entry_of(tmp_path / "cache", "jit_script")
+    foreign = entry_of(cache_dir(), "jit_script")
     for path in (foreign, *foreign.iterdir()):
         os.chown(path, 4242, 4242)
     monkeypatch.setenv("COMPATCHECK_CACHE_KEY", "the secret of another job")
@@ -215,9 +215,9 @@ def test_check_serves_no_entry_of_another_user_or_under_another_key(tmp_path, mo
 WAITS = MODEL.replace("def get_model():\n", """\
 def get_model():
     import os, time
-    open(os.environ["COMPATCHECK_TEST_LOADED"], "w").close()
+    open(os.environ["FAULT_TEST_LOADED"], "w").close()
     for _ in range(6000):  # until the test has edited this file and run version 2
-        if os.path.exists(os.environ["COMPATCHECK_TEST_GO"]):
+        if os.path.exists(os.environ["FAULT_TEST_GO"]):
             break
         time.sleep(0.05)
 """).replace(" + 1.0 * torch.jit.is_tracing()", "")
@@ -230,8 +230,8 @@ def test_a_run_stores_what_it_loaded_not_what_the_file_holds_when_it_ends(tmp_pa
     command = [sys.executable, "-m", "compatcheck", "run", str(model), "--stages", "jit_trace", "--json",
                str(tmp_path / "a.json"), "--quiet"]
     first = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env={**os.environ, "TMPDIR": str(temp), "COMPATCHECK_TEST_LOADED": str(loaded),
-                                  "COMPATCHECK_TEST_GO": str(go)})
+                             env={**os.environ, "TMPDIR": str(temp), "FAULT_TEST_LOADED": str(loaded),
+                                  "FAULT_TEST_GO": str(go)})
     try:
         wait_until_hanging(loaded, first)
         model.write_text(MODEL)  # version 2: jit_trace mismatches
@@ -246,7 +246,7 @@ def test_a_run_stores_what_it_loaded_not_what_the_file_holds_when_it_ends(tmp_pa
     assert verdicts(json.loads((tmp_path / "a.json").read_text()))["jit_trace"] == "pass"
 
     stored = {body["dependencies"]["files"][str(model)]: body["result"]["status"]
-              for body in map(body_of, (tmp_path / "cache").glob("*/jit_trace/*"))}
+              for body in map(body_of, cache_dir().glob("*/jit_trace/*"))}
     assert stored == {hashlib.sha256(WAITS.encode()).hexdigest(): "pass",
                       hashlib.sha256(MODEL.encode()).hexdigest(): "mismatch"}
     third = run(temp, "run", str(model), "--stages", "jit_trace", "--json", str(tmp_path / "c.json"))

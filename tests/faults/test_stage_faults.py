@@ -12,7 +12,7 @@ AFTER_TRACE = "eager,jit_trace,onnx_export,onnxruntime"
 
 @pytest.mark.parametrize("signal_name", ["SIGSEGV", "SIGABRT", "SIGKILL"])
 def test_a_stage_killed_by_a_signal_is_a_crash_and_the_run_goes_on(tmp_path, monkeypatch, signal_name):
-    monkeypatch.setenv("COMPATCHECK_TEST_SIGNAL", signal_name)
+    monkeypatch.setenv("FAULT_TEST_SIGNAL", signal_name)
     proc, report = run_json(tmp_path, "run", str(HERE / "dies_when_traced.py"), "--stages", AFTER_TRACE,
                             timeout=300)
     assert proc.returncode == 1

@@ -1,4 +1,4 @@
-"""Kills its own process with the signal named in COMPATCHECK_TEST_SIGNAL while torch.jit.trace runs."""
+"""Kills its own process with the signal named in FAULT_TEST_SIGNAL while torch.jit.trace runs."""
 
 import os
 import signal
@@ -9,7 +9,7 @@ import torch
 class DiesWhenTraced(torch.nn.Module):
     def forward(self, x):
         if torch.jit.is_tracing():
-            os.kill(os.getpid(), getattr(signal, os.environ.get("COMPATCHECK_TEST_SIGNAL", "SIGSEGV")))
+            os.kill(os.getpid(), getattr(signal, os.environ.get("FAULT_TEST_SIGNAL", "SIGSEGV")))
         return x * 2
 
 

@@ -1,4 +1,4 @@
-"""Hangs under torch.jit.trace while COMPATCHECK_TEST_HANG names a file, which it creates first so a test
+"""Hangs under torch.jit.trace while FAULT_TEST_HANG names a file, which it creates first so a test
 knows the stage is under way: a run to interrupt, then resume."""
 
 import os
@@ -10,8 +10,8 @@ import torch
 
 class HangsIfAsked(torch.nn.Module):
     def forward(self, x):
-        if torch.jit.is_tracing() and os.environ.get("COMPATCHECK_TEST_HANG"):
-            Path(os.environ["COMPATCHECK_TEST_HANG"]).touch()
+        if torch.jit.is_tracing() and os.environ.get("FAULT_TEST_HANG"):
+            Path(os.environ["FAULT_TEST_HANG"]).touch()
             time.sleep(3600)
         return x - 1
 

@@ -1,5 +1,5 @@
 """Starts a child in a new session (out of the worker's process group) in forward, then hangs in
-torch.jit.trace when COMPATCHECK_TEST_HANG names a file, which it creates first."""
+torch.jit.trace when FAULT_TEST_HANG names a file, which it creates first."""
 
 import os
 import subprocess
@@ -17,8 +17,8 @@ class SpawnsChild(torch.nn.Module):
         if not started:
             started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                                             start_new_session=True))
-        if torch.jit.is_tracing() and os.environ.get("COMPATCHECK_TEST_HANG"):
-            Path(os.environ["COMPATCHECK_TEST_HANG"]).touch()
+        if torch.jit.is_tracing() and os.environ.get("FAULT_TEST_HANG"):
+            Path(os.environ["FAULT_TEST_HANG"]).touch()
             time.sleep(600)
         return x * 2
 

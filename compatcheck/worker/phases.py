@@ -128,7 +128,8 @@ def diagnosis(run) -> tuple[str, str] | None:
         failed = ("failed", f"diagnosis failed: {one_line(exc)}")
     if status is Status.MISMATCH:
         run.findings = mismatch_findings(stage.name, ctx, run.findings, lambda one: stage.intermediates(ctx, one))
-    if ctx.kept and not run.evidence.reference:  # eager's own finding names each piece of state and its line
+    # Eager's own finding names each piece of state and its line; where eager raised, ctx.kept raises it again.
+    if not run.evidence.reference and ctx.kept:
         run.findings[:0] = froze_findings(stage.name, ctx, run.runner, run.error)
     broken = next((one for one in run.evidence.swept if not one.ok), None)
     if broken is not None and all(one.ok for one in run.evidence.input_sets):

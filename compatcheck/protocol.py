@@ -31,6 +31,15 @@ from compatcheck.report.model import ModelInfo, StageResult
 from compatcheck.report.verdict import Evidence
 
 
+class SandboxFolders(BaseModel):
+    """Where the worker's Landlock domain (session/sandbox.py) lets it make nothing new, for the diagnosis
+    of a model that tried; empty where the worker runs without the domain."""
+
+    refusing: list[str] = Field([], description="the folders on the way to the protected ones that this user "
+                                                "could otherwise write in: the worker may list them, not add to them")
+    protected: list[str] = Field([], description="the key's folder and the cache folder")
+
+
 class WorkerRequest(BaseModel):
     model: str | None = Field(None, description="the model file; None for a payload or an in-process model")
     factory: str = "get_model"
@@ -43,6 +52,7 @@ class WorkerRequest(BaseModel):
     previous: dict[str, str] = Field({}, description="stage -> its status, for skip reasons")
     blockers: dict[str, str | None] = Field({}, description="stage -> its first finding in a few words")
     save_inputs: bool = Field(False, description="write inputs.npz for the reproducers")
+    sandbox: SandboxFolders = Field(SandboxFolders(), description="where the worker can make nothing new")
 
 
 class UsageErrorMessage(BaseModel):

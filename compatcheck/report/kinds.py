@@ -116,6 +116,9 @@ KINDS: tuple[Kind, ...] = (
     # The environment and what was proven.
     Kind("broken-environment", "the stage raised because a library could not import what it needs: no verdict on "
          "the model", (ANY,), "the fix the finding names (reinstall or align the library)"),
+    Kind("sandbox-denied", "the stage raised because compatcheck's sandbox refused to make a new file or folder "
+         "beside its result cache or key folder (~/.triton, ~/.cache/torch, ...): the model cannot write there during "
+         "a run", (ANY,), "create the path the finding names before the run, or run with COMPATCHECK_SANDBOX=off"),
     Kind("passes-with", "a proven recipe: the stage passes, on every input set and swept size, with a setting or "
          "call other than the plain one", (ANY,), "use the call or setting it shows"),
 )

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compatcheck.errors import InternalError, UsageError
-from compatcheck.protocol import Finished, InternalErrorMessage, Judged, Loaded, Started, UsageErrorMessage, WorkerRequest
+from compatcheck.protocol import (Finished, InternalErrorMessage, Judged, Loaded, SandboxFolders, Started,
+                                  UsageErrorMessage, WorkerRequest)
 from compatcheck.report import verdict
 from compatcheck.report.model import ModelInfo, StageResult, blocker
 from compatcheck.report.verdict import Evidence
@@ -29,13 +30,15 @@ class Outcome:
     # per stage still running: the verdict its worker sent, and the evidence it was judged from
     judged: dict[str, tuple[StageResult, Evidence]] = field(default_factory=dict)
 
-    def request(self, stages: list[str], options, workdir: Path, *, save_inputs: bool, **model) -> WorkerRequest:
-        """A worker's request for `stages`, with what earlier workers made and concluded; `model` names
-        the model (model and factory, or payload and sys_path)."""
+    def request(self, stages: list[str], options, workdir: Path, *, save_inputs: bool,
+                sandbox: SandboxFolders | None = None, **model) -> WorkerRequest:
+        """A worker's request for `stages`, with what earlier workers made and concluded and where its
+        sandbox refuses new entries; `model` names the model (model and factory, or payload and sys_path)."""
         return WorkerRequest(
             **model, options=options.model_dump(mode="json"), stages=list(stages), workdir=str(workdir),
             artifacts=dict(self.artifacts), previous={name: r.status.value for name, r in self.results.items()},
-            blockers={name: blocker(r.findings) for name, r in self.results.items()}, save_inputs=save_inputs)
+            blockers={name: blocker(r.findings) for name, r in self.results.items()}, save_inputs=save_inputs,
+            sandbox=sandbox or SandboxFolders())
 
     def receive(self, message, lane: int) -> tuple[str, str, StageResult | None] | None:
         """Take one message from the worker of `lane`; returns the event to tell the caller about

@@ -26,6 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from compatcheck.protocol import SandboxFolders
 from compatcheck.session.containment import MARK
 from compatcheck.session.workfolder import WORKER_TEMP
 
@@ -125,6 +126,15 @@ class Sandbox:
         why = "COMPATCHECK_SANDBOX=off" if _switched_off() else "this kernel has no Landlock"
         return (f"readable by the model under test: {why}, so the key file and compatcheck's memory are open "
                 "to the worker (docs: Isolation and safety)")
+
+    def folders(self) -> SandboxFolders:
+        """Where a worker starting now can make nothing new, for its diagnosis: the ancestors this user
+        could otherwise write in (elsewhere the sandbox is not what refuses), and the protected folders;
+        none without Landlock."""
+        if not self.abi:
+            return SandboxFolders()
+        refusing = [str(folder) for folder in sorted(_ancestors(self.protected)) if os.access(folder, os.W_OK)]
+        return SandboxFolders(refusing=refusing, protected=[str(folder) for folder in self.protected])
 
     def ruleset(self) -> int | None:
         """A Landlock ruleset's file descriptor for a worker starting now, or None without Landlock."""

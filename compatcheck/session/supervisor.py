@@ -217,7 +217,7 @@ class Supervisor:
             model.update(payload=str(self.payload), sys_path=[os.path.abspath(entry or ".") for entry in sys.path])
         with self.lock:
             request = self.outcome.request(remaining, self.options, self.workdir, save_inputs=first and lane == 0,
-                                           **model)
+                                           sandbox=self.sandbox.folders(), **model)
         process, messages, box = self._spawn(request, lane)
         log = self.workdir / f"worker-{lane}.log"
         watch = _Watch(self.options.timeout)

@@ -20,6 +20,7 @@ from compatcheck.compare import VALUES, Tolerances, flatten, to_tensor
 from compatcheck.errors import UsageError
 from compatcheck.nesting import refuse_deep
 from compatcheck.options import RunOptions
+from compatcheck.protocol import SandboxFolders
 from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding, ServedLoad
 from compatcheck.spec import InputSet, ModelSpec
@@ -115,13 +116,15 @@ class StageContext:
     """What stages share in one worker: the model, inputs, options, artifacts and the eager reference."""
 
     def __init__(self, spec: ModelSpec, options: RunOptions, workdir: Path, artifacts: dict[str, str],
-                 previous: dict[str, str], blockers: dict[str, str] | None = None):
+                 previous: dict[str, str], blockers: dict[str, str] | None = None,
+                 sandbox: SandboxFolders | None = None):
         self.spec = spec
         self.options = options
         self.workdir = workdir
         self.artifacts = artifacts
         self.previous = previous  # stage name -> status, for skip reasons
         self.blockers = dict(blockers or {})  # stage name -> its first finding in words, for skip reasons
+        self.sandbox = sandbox or SandboxFolders()  # where the worker can make nothing new, for diagnosis
         self.warnings: list[tuple[warnings.WarningMessage, list]] = []
         self.input_results: list = []  # the current stage's InputSetResults, for its diagnosis
         self.runner = None  # the current stage's artifact as a callable, for a diagnosis that runs it

@@ -65,7 +65,8 @@ def run_stages(spec, request: WorkerRequest, send, manifest=dict) -> None:
     try:
         cast(spec, options.dtype)
         spec.place(options.device)
-        ctx = StageContext(spec, options, workdir, dict(request.artifacts), dict(request.previous), request.blockers)
+        ctx = StageContext(spec, options, workdir, dict(request.artifacts), dict(request.previous), request.blockers,
+                           request.sandbox)
         if request.save_inputs:
             reproduce.save_inputs(spec.input_sets, workdir / "inputs.npz")
     except UsageError as exc:

@@ -17,6 +17,7 @@ from compatcheck.ladder import REFERENCE
 from compatcheck.report.model import Status, SweepInfo
 from compatcheck.diagnose.broken_env import broken_environment
 from compatcheck.diagnose.mismatch import mismatch_findings
+from compatcheck.diagnose.sandbox import sandbox_findings
 from compatcheck.diagnose.state import froze_findings
 from compatcheck.diagnose.variation import variation_finding
 from compatcheck.state import rewinding
@@ -116,7 +117,8 @@ def timing(run) -> None:
 
 def diagnosis(run) -> tuple[str, str] | None:
     """The stage's findings from what it saw, then the run's own: where a swept size broke, whether an
-    artifact of a model random by design kept varying; a pass's note."""
+    artifact of a model random by design kept varying, whether the sandbox refused what it raised on; a
+    pass's note."""
     ctx, stage, status = run.ctx, run.stage, run.status
     if status is Status.BROKEN_ENV:
         run.findings = [broken_environment(stage.name, run.evidence.environment)]
@@ -139,6 +141,7 @@ def diagnosis(run) -> tuple[str, str] | None:
     if status in (Status.PASS, Status.MISMATCH) and run.evidence.input_sets and ctx.varies and \
             not run.evidence.reference:  # eager's own finding names the cause (stages/eager.py)
         run.findings.append(variation_finding(stage.name, ctx, status is Status.PASS))
+    run.findings[:0] = sandbox_findings(stage.name, ctx, [run.error, *run.raised])  # the cause, before its effects
     if status is Status.PASS:
         try:
             run.note(stage.note(ctx))

@@ -1,8 +1,10 @@
 """The model under test cannot forge cache entries: its worker holds no key in its environment, and
 where Landlock is there the key's folder, the cache folder and the parent's environment are out of its
 reach. Without Landlock (COMPATCHECK_SANDBOX=off runs the worker as a kernel without it would) the key
-is readable, as the docs say, and a forged entry is served: the test shows both."""
+is readable, as the docs say, and a forged entry is served: the test shows both. What the sandbox
+refuses a model beside those folders is said to be the sandbox's doing."""
 
+import errno
 import json
 import os
 import secrets
@@ -10,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from compatcheck.diagnose.sandbox import refused_entry
+from compatcheck.protocol import SandboxFolders
 from compatcheck.session.sandbox import KEPT, landlock_abi
 from tests.conftest import ROOT, cache_dir, run_json
 
@@ -64,3 +68,61 @@ def test_a_model_cannot_sign_an_entry_for_another_model(tmp_path, monkeypatch, s
         assert attack["key file"] == key
         assert attack["cache folder"] == "written" and attack["forged"] == "stored"
         assert eager["cached"] and eager["reason"] == "FORGED"  # what the docs warn of
+
+
+MAKES_A_FILE = """\
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        with open({path!r}, "w") as made:
+            made.write("new")
+        return x * 2
+
+
+def get_model():
+    return Model()
+
+
+def get_inputs():
+    return [torch.randn(2, 3)]
+"""
+
+
+def test_a_file_the_sandbox_refuses_is_said_to_be_the_sandboxs(write_model):
+    if not landlock_abi():
+        pytest.skip("this kernel has no Landlock: nothing is refused")
+    made = cache_dir().parent / "made-during-the-run.txt"  # its folder is on the way to the cache
+    model = write_model(MAKES_A_FILE.format(path=str(made)))
+    _, report = run_json(model.parent, "run", str(model), "--stages", "eager", "--no-cache")
+    eager = report["stages"][0]
+    assert eager["status"] == "fail" and not made.exists()
+    first = eager["findings"][0]
+    assert first["kind"] == "sandbox-denied" and first["file"].endswith("model.py")
+    assert f"refused to create {os.path.realpath(made.parent)}/{made.name}" in first["message"]
+    assert "mkdir -p" in first["message"] and "COMPATCHECK_SANDBOX=off" in first["message"]
+    assert {phase["name"]: phase["outcome"] for phase in eager["phases"]}["diagnosis"] == "ran"
+
+
+def test_only_a_new_entry_in_a_folder_the_sandbox_keeps_is_its_refusal(tmp_path):
+    kept, protected = tmp_path / "kept", tmp_path / "kept" / "cache"
+    kept.mkdir()
+    (kept / "there-before").write_text("")
+    folders = SandboxFolders(refusing=[str(kept)], protected=[str(protected)])
+
+    def refused(error, where=folders):
+        wrapped = RuntimeError("building failed")  # found anywhere in the cause chain
+        wrapped.__cause__ = error
+        return refused_entry(where, wrapped)
+
+    def denied(path):
+        return PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    assert refused(denied(kept / "new")) == str(kept / "new")
+    assert refused(PermissionError(f"cannot create '{kept / 'new'}'")) == str(kept / "new")  # named in its message
+    assert refused(OSError(errno.ENOENT, "No such file", str(kept / "new"))) is None  # refused otherwise
+    assert refused(denied(kept / "there-before")) is None  # granted when the worker started
+    assert refused(denied(protected)) is None and refused(denied(kept / "new" / "deeper")) is None
+    assert refused(denied(tmp_path / "new")) is None  # not a folder the sandbox keeps
+    assert refused(denied(kept / "new"), where=SandboxFolders()) is None  # no sandbox

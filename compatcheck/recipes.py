@@ -23,6 +23,7 @@ class Recipe:
     flat: bool = False  # build from a wrapper whose forward returns the outputs' tensors flat
     before: str | None = None  # code the user writes before the call (a wrapper class), for the finding
     then: str | None = None  # code the user writes after it (the outputs rebuilt), for the finding
+    static: bool = False  # dynamic_shapes=None: one artifact per input size, each built from an input of that size
 
 
 def apply_setting(model, setting: tuple) -> str:

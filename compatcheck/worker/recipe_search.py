@@ -34,8 +34,9 @@ def try_recipes(run, budget: float) -> str | None:
     a note when the budget ran out first."""
     own = run.stage.recipes(run.ctx, run.error)
     # The sample first (its finding needs the answer), then the library's own switches, then the stage's
-    # other settings.
-    recipes = [*(r for r in own if r.sample), *_catalog(run), *(r for r in own if not r.sample)]
+    # other settings; static sizes last, where torch alone fails on symbolic ones.
+    static = [run.stage.static] if run.stage.static and any(f.kind == "torch-bug" for f in run.findings) else []
+    recipes = [*(r for r in own if r.sample), *_catalog(run), *(r for r in own if not r.sample), *static]
     outcomes: dict = {}
     calls: dict = {}  # recipe -> the call its build ran, as the finding shows it
     trying = None

@@ -22,14 +22,15 @@ from compatcheck.worker.runs import MODEL_ERRORS, run_input_set, run_swept
 from compatcheck.worker.skips import skip_reason
 
 
-def _catalog(run) -> list[Recipe]:
+def _catalog(ctx: StageContext, findings: list) -> list[Recipe]:
+    """The catalog's recipes for the library code `findings` point into."""
     from compatcheck.diagnose.catalog import load
 
     return [Recipe(entry.title, keywords=tuple(entry.exporter.items()),
                    setting=(("call", entry.setting.call, tuple(entry.setting.args)) if entry.setting.call else
                             ("attribute", entry.setting.attribute, entry.setting.value)) if entry.setting else None,
                    factory=entry.factory)
-            for entry in load(run.ctx.options.rewrites).recipes_for(run.findings)]
+            for entry in load(ctx.options.rewrites).recipes_for(findings)]
 
 
 MOST_PARTS = 3  # recipes combined at most: each for the blocker the ones before it got the stage to
@@ -55,10 +56,11 @@ def try_recipes(run, budget: float) -> str | None:
     static = [run.stage.static] if run.stage.static and any(f.kind == "torch-bug" for f in run.findings) else []
     # The sample first (its finding needs the answer), then the library's own switches, then the stage's
     # other settings; static sizes last, where torch alone fails on symbolic ones.
-    queue = [*(r for r in own if r.sample), *_catalog(run), *(r for r in own if not r.sample), *static]
+    library = _catalog(run.ctx, run.findings)
+    queue = [*(r for r in own if r.sample), *library, *(r for r in own if not r.sample), *static]
     recipes, outcomes, trying = list(queue), {}, None
     calls: dict = {}  # recipe -> the call its build ran, as the finding shows it
-    plain = {recipe.what for recipe in own}  # what the plain call's blocker is answered with
+    plain = {recipe.what for recipe in queue}  # what the plain call's blocker is answered with
     with within(budget) as timer:
         while queue and not any(tried.passed is True and _offered(r) for r, tried in outcomes.items()):
             trying = queue.pop(0)
@@ -95,11 +97,16 @@ def _said(recipe: Recipe, tried: Tried, after: list[Recipe]) -> str:
 
 def _from_there(ctx: StageContext, recipe: Recipe, tried: Tried, plain: set[str]) -> list[Recipe]:
     """Where `recipe` got the stage past the plain call's blocker to another one: `recipe` combined with
-    each recipe the stage offers for that one and not for the plain call's."""
+    each recipe the stage offers for that one (its own, and the catalog's for its findings there) and not
+    for the plain call's."""
     if tried.passed is not False or recipe.parts >= MOST_PARTS:
         return []
     saved, ctx.input_results = ctx.input_results, tried.results  # the stage reads them for a size-one blocker
     try:
+        found = tried.stage.diagnose(ctx, tried.error) if tried.error is not None else []
+        offered = [then for then in [*tried.stage.recipes(ctx, tried.error), *_catalog(ctx, found)]
+                   if then.what not in plain]
+    except MODEL_ERRORS:  # no findings there: the stage's own recipes are what it offers
         offered = [then for then in tried.stage.recipes(ctx, tried.error) if then.what not in plain]
     finally:
         ctx.input_results = saved
@@ -118,16 +125,17 @@ def _conclude(run, recipes: list[Recipe], outcomes: dict, calls: dict) -> None:
             proven_order(ctx, finding, sample, outcomes.get(sample) if sample else None)
     for recipe, passed in outcomes.items():
         if passed is True and _offered(recipe):
-            call = "\n".join(filter(None, [recipe.setting and _setting_line(ctx, recipe), recipe.before,
+            call = "\n".join(filter(None, [recipe.settings and _setting_lines(ctx, recipe), recipe.before,
                                            calls.get(recipe), recipe.then]))
             run.findings.append(proven_recipe(stage.name, recipe.what, call))
         elif passed == "factory" and recipe.factory:
             run.findings.append(factory_only(stage.name, recipe.what, recipe.factory))
 
 
-def _setting_line(ctx: StageContext, recipe) -> str:
-    """The line that applies the recipe's setting, as it applied to a fresh copy of the model."""
-    return apply_setting(ctx.spec.pristine.copy() if ctx.spec.pristine else ctx.spec.model, recipe.setting)
+def _setting_lines(ctx: StageContext, recipe) -> str:
+    """The lines that apply the recipe's settings, as they applied to a fresh copy of the model."""
+    model = ctx.spec.pristine.copy() if ctx.spec.pristine else ctx.spec.model
+    return "\n".join(apply_setting(model, setting) for setting in recipe.settings)
 
 
 def _passes_with(stage_class, ctx: StageContext, recipe, calls: dict) -> Tried:
@@ -143,9 +151,10 @@ def _passes_with(stage_class, ctx: StageContext, recipe, calls: dict) -> Tried:
     model = ctx.spec.fresh_model()
     checks = [stage, *([stages.load(stage.proven_by)] if stage.proven_by else [])]
     try:
-        if recipe.setting:
+        if recipe.settings:
             try:
-                apply_setting(model, recipe.setting)
+                for setting in recipe.settings:
+                    apply_setting(model, setting)
             except LookupError:
                 return Tried("factory", stage=stage)
         ran = False  # proven only by running something on every input set

@@ -23,6 +23,29 @@ class Recipe:
     flat: bool = False  # build from a wrapper whose forward returns the outputs' tensors flat
     before: str | None = None  # code the user writes before the call (a wrapper class), for the finding
     then: str | None = None  # code the user writes after it (the outputs rebuilt), for the finding
+    static: bool = False  # dynamic_shapes=None: one artifact per input size, each built from an input of that size
+    parts: int = 1  # the recipes it combines: one that got past a blocker, and those for the next one
+    more: tuple = ()  # the settings of the recipes it combines after the first's, applied after `setting`
+
+    @property
+    def settings(self) -> tuple:
+        return tuple(one for one in (self.setting, *self.more) if one)
+
+
+def combined(first: Recipe, then: Recipe) -> Recipe | None:
+    """`first` and `then` together, where one build can take both (not two samples, or two values of one
+    keyword); None where it cannot."""
+    if first.sample and then.sample or first.flat and then.flat or \
+            {name for name, _ in first.keywords} & {name for name, _ in then.keywords} or then.what in first.what:
+        return None
+    settings = first.settings + then.settings
+    return Recipe(f"{first.what}, with {then.what}", keywords=first.keywords + then.keywords,
+                  auto_dims=first.auto_dims or then.auto_dims, sample=first.sample or then.sample,
+                  from_program=first.from_program or then.from_program, setting=settings[0] if settings else None,
+                  more=settings[1:],
+                  factory=first.factory or then.factory, flat=first.flat or then.flat,
+                  before=first.before or then.before, then=first.then or then.then, static=first.static or then.static,
+                  parts=first.parts + then.parts)
 
 
 def apply_setting(model, setting: tuple) -> str:

@@ -41,7 +41,8 @@ def test_the_program_of_torch_export_passes_where_the_usual_onnx_call_fails():
         "onnx_program = torch.onnx.export(program, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, verbose=False, "
         "dynamo=True)"]
     tried = stage(report, "onnx_export")["recipes"]
-    assert any(line.startswith("the inferred dims as Dim.AUTO") and line.endswith("fails too") for line in tried)
+    assert any(line.startswith("the inferred dims as Dim.AUTO") and ": fails too, stopped in onnx_export at the build: "
+               in line for line in tried)
     assert "Dim.AUTO" not in json.dumps(offered(report, "onnx_export"))  # tried, did not help: not offered
     text = checklist(Report.model_validate(report))
     assert "torch.onnx.export(program, args" in text and "program = torch.export.export(model" in text
@@ -171,10 +172,56 @@ def test_a_catalog_setting_that_helps_is_offered_and_one_that_does_not_is_absent
                    "--json", str(out), "-q", "--no-cache", env={"PYTHONPATH": str(site)})
     report = json.loads(out.read_text())
     assert stage(report, "onnx_export")["status"] == "fail", proc.stdout
-    assert stage(report, "onnx_export")["recipes"] == [
-        "the attention's normalization applied first: fails too",
-        "attention computed with matmul and softmax instead of scaled_dot_product_attention: passes on every input set"]
+    first, second = stage(report, "onnx_export")["recipes"]
+    assert first.startswith("the attention's normalization applied first: fails too, stopped in onnx")
+    assert second == ("attention computed with matmul and softmax instead of scaled_dot_product_attention: passes on "
+                      "every input set")
     [finding] = offered(report, "onnx_export")
     assert finding["op"] == "attention computed with matmul and softmax instead of scaled_dot_product_attention"
     assert finding["rewrite"].splitlines()[0] == "model.fused_attn = False"
     assert "norm_first" not in json.dumps(report["findings"])
+
+
+# A library's layer whose default path branches on the data (an export blocker) and a switch that avoids it;
+# the first input set has size 1 in the token dim, the next blocker once the switch is on.
+MIXER = textwrap.dedent("""
+    import torch
+
+
+    class Mixer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fused = True
+            self.proj = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            if self.fused and x.abs().sum() >= 0:
+                return self.proj(x)
+            return self.proj(x)
+""")
+
+
+def test_a_recipe_past_the_first_blocker_is_combined_with_the_recipe_for_the_next_and_every_try_is_listed(tmp_path):
+    site = tmp_path / "site-packages"
+    (site / "timm").mkdir(parents=True)
+    (site / "timm" / "__init__.py").write_text("")
+    (site / "timm" / "mixer.py").write_text(MIXER)
+    model = tmp_path / "model.py"
+    model.write_text("import torch\nfrom timm.mixer import Mixer\n\n\ndef get_model():\n    return Mixer().eval()\n\n\n"
+                     "def get_inputs():\n    return [torch.randn(2, 1, 8), torch.randn(3, 4, 8)]\n")
+    catalog = tmp_path / "recipes.yaml"
+    catalog.write_text("- {id: mixer-unfused, title: the unfused path, library: timm, words: [fused], "
+                       "stages: [export], setting: {attribute: fused, value: false}}\n")
+    out, markdown = tmp_path / "report.json", tmp_path / "CHECKLIST.md"
+    proc = run_cli("run", str(model), "--stages", "eager,export", "--rewrites", str(catalog), "--json", str(out),
+                   "--markdown", str(markdown), "--no-cache", env={"PYTHONPATH": str(site)})
+    report = json.loads(out.read_text())
+    alone, both = stage(report, "export")["recipes"]
+    assert alone.startswith("the unfused path: fails too, stopped in export at the build: ") and "Dim.DYNAMIC" in alone
+    assert alone.endswith("the search goes on adding input set 2 as the sample")
+    assert both == "the unfused path, with input set 2 as the sample: passes on every input set"
+    [finding] = offered(report, "export")
+    assert finding["rewrite"].splitlines()[0] == "model.fused = False"
+    assert "export recipes tried:" in proc.stdout and "Recipes tried" in markdown.read_text()
+    for line in (alone, both):
+        assert line.split(":")[0] in " ".join(proc.stdout.split()) and line.split(":")[0] in markdown.read_text()

@@ -90,6 +90,9 @@ def render(report: Report, console: Console) -> None:
         elif finding.rewrite:
             shown_rewrites.add(finding.rewrite)
             say("    rewrite:\n" + textwrap.indent(_text(finding.rewrite, lines=True), "      "))
+    for stage in report.stages:  # what each recipe reached, and where it stopped
+        if stage.recipes:
+            say(f"[bold]{stage.name}[/] recipes tried:\n" + "\n".join(f"    {_text(one)}" for one in stage.recipes))
     width = max((len(route.name) for route in report.routes), default=0)
     for route in report.routes:
         say(f"route {route.name.ljust(width)}  [{ROUTE_STYLE[route.status]}]{_text(route.summary)}[/]")

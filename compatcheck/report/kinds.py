@@ -69,6 +69,10 @@ KINDS: tuple[Kind, ...] = (
          "dim in get_dynamic_shapes()"),
     Kind("export-error", "torch.export or torch.onnx.export raised", ("export", "aot_inductor", "onnx_export"),
          "see the error at the line; the findings beside it name the cause"),
+    Kind("torch-bug", "a stage failed in a library's call of torch, and that call alone, with arguments of the "
+         "same kinds, fails the same way in torch: the cause is torch's, not the library's; the code shown is that "
+         "reproduction, as it ran", ("compile", "compile_fullgraph", "export"),
+         "report it to PyTorch with the reproduction; build with static sizes meanwhile (the passes-with finding)"),
     Kind("unregistered-state", "forward assigns a tensor attribute: the exported program does not keep it between "
          "calls", ("export", "aot_inductor", "onnx_export"), "register it as a buffer and write into it"),
     Kind("unexportable-output", "an output's type is one the exporter cannot return (a library's output class, a "

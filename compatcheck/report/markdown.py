@@ -83,6 +83,8 @@ def _stage_section(stage: StageResult, shown: dict[str, str]) -> list[str]:
                      "error in the JSON report are what there is")
     for finding in stage.findings:
         lines += _item(finding, shown)
+    if stage.recipes:
+        lines += ["", "Recipes tried, each on a pristine model:", "", *(f"- {plain(one)}" for one in stage.recipes)]
     return lines + [""]
 
 

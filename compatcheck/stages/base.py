@@ -43,6 +43,8 @@ class Stage:
     # random outputs are compared by value.
     same_random = False
     serves = False  # it has a load run (under_load)
+    # The build with static sizes, tried where torch alone fails on symbolic ones (a torch-bug finding).
+    static: Recipe | None = None
     call_ran: StageCall | None = None  # the call build() ran, as the report shows it
 
     def needs(self, ctx: "StageContext") -> tuple[Feature, ...]:

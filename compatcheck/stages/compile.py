@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding
 from compatcheck.stage_call import MODEL, Shaped, StageCall, step
 from compatcheck.stages.base import Stage, StageContext, reproduced
@@ -13,6 +14,7 @@ from compatcheck.torch_features import TORCH_COMPILE
 class Compile(Stage):
     name = "compile"
     fullgraph = False
+    static = Recipe("dynamic=False (a graph per input size)", keywords=(("dynamic", False),))
     new_shapes = ("torch.compile may compile again for them, with automatic dynamic shapes, which can take far "
                   "longer than the first compile; raise --timeout, or mark the dimensions that vary dynamic before "
                   "the first call with torch._dynamo.mark_dynamic")
@@ -60,12 +62,15 @@ class Compile(Stage):
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.dynamo import graph_break_findings
+        from compatcheck.diagnose.torch_bug import torch_reproduced
 
-        return graph_break_findings(self.name, ctx, error or self.failure, self.fullgraph)
+        found = graph_break_findings(self.name, ctx, error or self.failure, self.fullgraph)
+        return torch_reproduced(self.name, ctx, found, error or self.failure)
 
     def call(self, ctx: StageContext) -> StageCall:
         return StageCall((step("torch.compile", MODEL, fullgraph=self.fullgraph,
-                               backend=Shaped(ctx.options.compile_backend, "compile_backend"), result="compiled"),))
+                               backend=Shaped(ctx.options.compile_backend, "compile_backend"), **ctx.keywords,
+                               result="compiled"),))
 
     def reproduce(self, ctx: StageContext) -> str:
         return "torch._dynamo.reset()\n" + reproduced(

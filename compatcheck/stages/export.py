@@ -14,39 +14,66 @@ from compatcheck.errors import restated
 from compatcheck.report.model import Finding
 from compatcheck.recipes import Recipe
 from compatcheck.stage_call import ARGS, DYNAMIC_SHAPES, KWARGS, MODEL, StageCall, step
-from compatcheck.stages.base import Stage, StageContext, reproduced
+from compatcheck.stages.base import Stage, StageContext, bound, reproduced
 
 ARTIFACT = "model.export.pt2"
 STRICT = Recipe("strict=True (the other export mode)", keywords=(("strict", True),))
+STATIC = Recipe("a static export per input size (dynamic_shapes=None)", static=True,
+                before="# one program per input size served, each exported from an input of that size")
 
 
 class Export(Stage):
     name = "export"
     same_random = True
+    static = STATIC
 
     def __init__(self):
         self.failure: BaseException | None = None
         self.program = None
 
     def call(self, ctx: StageContext) -> StageCall:
-        return StageCall((step("torch.export.export", MODEL, ARGS, KWARGS, dynamic_shapes=DYNAMIC_SHAPES,
-                               **ctx.keywords, result="program"),))
+        static = ctx.recipe is not None and ctx.recipe.static
+        return StageCall((step("torch.export.export", MODEL, ARGS, KWARGS,
+                               dynamic_shapes=None if static else DYNAMIC_SHAPES, **ctx.keywords, result="program"),))
 
     def build(self, ctx: StageContext):
+        if ctx.recipe is not None and ctx.recipe.static:
+            return self._per_size(ctx)
         try:
             program = self.run_call(ctx)
         except Exception as exc:
             self.failure = exc
             raise restated(self._restated(ctx, exc), exc)
-        path = ctx.artifact(ARTIFACT)
-        torch.export.save(program, str(path))
-        ctx.artifacts[self.name] = str(path)
-        self.program = torch.export.load(str(path))
+        ctx.artifacts[self.name] = self._saved(ctx, program, ARTIFACT)
         loaded = self.program.module()
 
         def run(input_set):
             with torch.no_grad():
                 return loaded(*input_set.args, **input_set.kwargs)
+
+        return run
+
+    def _saved(self, ctx: StageContext, program, filename: str) -> str:
+        """Save the program and load it back as `self.program`, which is what runs: saving is part of deploying."""
+        path = ctx.artifact(filename)
+        torch.export.save(program, str(path))
+        self.program = torch.export.load(str(path))
+        return str(path)
+
+    def _per_size(self, ctx: StageContext):
+        """The STATIC recipe: a program with no dynamic dims per input size, exported from the first input of
+        that size that comes, saved and loaded back."""
+        loaded: dict = {}
+        call = self.call_ran = self.call(ctx)
+
+        def run(input_set):
+            size = tuple((tuple(leaf.shape), leaf.dtype) for leaf in input_set.leaves())
+            if size not in loaded:
+                program = call.run(**{**bound(ctx), "args": input_set.args, "kwargs": input_set.kwargs or None})
+                self._saved(ctx, program, f"model.export.{len(loaded)}.pt2")
+                loaded[size] = self.program.module()
+            with torch.no_grad():
+                return loaded[size](*input_set.args, **input_set.kwargs)
 
         return run
 
@@ -81,9 +108,10 @@ class Export(Stage):
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.export import stage_findings
         from compatcheck.diagnose.sample import first_if_size_one
+        from compatcheck.diagnose.torch_bug import torch_reproduced
 
-        return first_if_size_one(self.name, ctx, stage_findings(self.name, ctx, error, self.program),
-                                 self.failure)
+        found = first_if_size_one(self.name, ctx, stage_findings(self.name, ctx, error, self.program), self.failure)
+        return torch_reproduced(self.name, ctx, found, self.failure)
 
     def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
         from compatcheck.diagnose.sample import sample_recipes

@@ -111,10 +111,8 @@ def _refusal(model) -> str | None:
     from a module's Python forward, and read its source for the findings."""
     import torch
 
-    try:  # private: it may move in a release, and then only this refusal is lost
-        from torch.export._unlift import _StatefulGraphModule as unlifted
-    except ImportError:
-        unlifted = ()
+    # ExportedProgram.module()'s class, private: looked up only where it was made (importing it imports dynamo)
+    unlifted = getattr(sys.modules.get("torch.export._unlift"), "_StatefulGraphModule", ())
     if isinstance(model, torch.export.ExportedProgram):
         return ("model is a torch.export ExportedProgram: pass the module you exported, the export stage "
                 "exports it")

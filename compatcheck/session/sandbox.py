@@ -48,6 +48,8 @@ _FILE_RIGHTS = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 14 | 1 << 15
 
 _UNSAFE = re.compile(r'[\\/:*?"<>|]')  # what torch replaces in the user's name for its compile cache's folder
 
+_SYSTEM_TEMP = Path(os.path.realpath("/tmp"))
+
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
@@ -111,19 +113,24 @@ class Sandbox:
 
     abi: int | None
     protected: list[Path]
+    why_not: str | None = None  # why there is no domain, where the kernel has Landlock
 
     @classmethod
     def here(cls) -> "Sandbox":
         from compatcheck.session.cache import SECRET_VARIABLE
 
         hide_from_environ(SECRET_VARIABLE)
-        return cls(landlock_abi(), protected_folders())
+        abi, protected = landlock_abi(), protected_folders()
+        # Under /tmp, the domain would leave nothing new to make in /tmp itself, which programs name
+        # outright (Triton's Python backend makes its folders there): no domain rather than false fails.
+        under = next((str(folder) for folder in protected if _within(folder, _SYSTEM_TEMP)), None)
+        return cls(None, protected, f"{under} is under /tmp") if abi and under else cls(abi, protected)
 
     def describe(self) -> str:
         """The report's line on whether the model could reach the cache's key."""
         if self.abi:
             return f"out of the model's reach (Landlock ABI {self.abi}: no key, no cache folder in the worker)"
-        why = "COMPATCHECK_SANDBOX=off" if _switched_off() else "this kernel has no Landlock"
+        why = self.why_not or ("COMPATCHECK_SANDBOX=off" if _switched_off() else "this kernel has no Landlock")
         return (f"readable by the model under test: {why}, so the key file and compatcheck's memory are open "
                 "to the worker (docs: Isolation and safety)")
 

@@ -8,14 +8,27 @@ import errno
 import json
 import os
 import secrets
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from compatcheck.diagnose.sandbox import refused_entry
 from compatcheck.protocol import SandboxFolders
-from compatcheck.session.sandbox import KEPT, landlock_abi
+from compatcheck.session.sandbox import KEPT, Sandbox, landlock_abi
 from tests.conftest import ROOT, cache_dir, run_json
+
+@pytest.fixture
+def outside_tmp(monkeypatch):
+    """The test's cache and key under /var/tmp: under /tmp the sandbox stands down (docs: Isolation and
+    safety), as it does for the rest of the suite's private caches."""
+    base = Path(tempfile.mkdtemp(prefix="compatcheck-sandbox-test-", dir="/var/tmp"))
+    monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(base / "cache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
 
 HOSTILE = ROOT / "tests" / "faults" / "models" / "forges_cache_entry.py"
 VICTIM = """\
@@ -32,7 +45,7 @@ def get_inputs():
 
 
 @pytest.mark.parametrize("sandbox", ["on", "off"])
-def test_a_model_cannot_sign_an_entry_for_another_model(tmp_path, monkeypatch, sandbox):
+def test_a_model_cannot_sign_an_entry_for_another_model(tmp_path, monkeypatch, outside_tmp, sandbox):
     if sandbox == "on" and not landlock_abi():
         pytest.skip("this kernel has no Landlock: only the environment is scrubbed (docs: Isolation and safety)")
     state, cache = Path(os.environ["XDG_STATE_HOME"]), cache_dir()
@@ -90,7 +103,7 @@ def get_inputs():
 """
 
 
-def test_a_file_the_sandbox_refuses_is_said_to_be_the_sandboxs(write_model):
+def test_a_file_the_sandbox_refuses_is_said_to_be_the_sandboxs(write_model, outside_tmp):
     if not landlock_abi():
         pytest.skip("this kernel has no Landlock: nothing is refused")
     made = cache_dir().parent / "made-during-the-run.txt"  # its folder is on the way to the cache
@@ -126,3 +139,13 @@ def test_only_a_new_entry_in_a_folder_the_sandbox_keeps_is_its_refusal(tmp_path)
     assert refused(denied(protected)) is None and refused(denied(kept / "new" / "deeper")) is None
     assert refused(denied(tmp_path / "new")) is None  # not a folder the sandbox keeps
     assert refused(denied(kept / "new"), where=SandboxFolders()) is None  # no sandbox
+
+
+def test_under_tmp_the_sandbox_stands_down_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(tmp_path / "cache"))  # /tmp: what programs name outright
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    sandbox = Sandbox.here()
+    if str(tmp_path).startswith(os.path.realpath("/tmp")):
+        assert sandbox.abi is None and sandbox.ruleset() is None
+        assert sandbox.describe().startswith(f"readable by the model under test: {tmp_path / 'state' / 'compatcheck'} is under /tmp")
+    assert not any(name.startswith("COMPATCHECK_CACHE_KEY") for name in sandbox.environment({}, tmp_path))

@@ -6,7 +6,9 @@ killed run keeps what it finished, and --resume can use it), and --artifacts is 
 run's lifetime: a second run naming the same folder is refused. The temporary folder records its
 owner's pid, start time, boot and pid namespace; a later run removes only folders whose owner is gone, and
 never one whose owner lives in another pid namespace or machine (a container sharing the temporary
-folder), where its pid means nothing here.
+folder), where its pid means nothing here. The owner file keeps the "pid start" form that earlier
+releases read, the namespace beside it: an earlier release read a third word as a reused pid and removed
+live runs' folders.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from compatcheck.files import copy_into
 
 PREFIX = "compatcheck-run-"
 OWNER = "owner"
+NAMESPACE = "owner-namespace"
 LOCK = ".compatcheck.lock"
 WORKER_TEMP = "worker-tmp"  # the workers' TMPDIR where the sandbox keeps them from the usual one
-PRIVATE = ("worker-request-", OWNER, WORKER_TEMP + "/")  # the run's plumbing, not results
+PRIVATE = ("worker-request-", OWNER, NAMESPACE, WORKER_TEMP + "/")  # the run's plumbing, not results
 UNOWNED_GRACE = 60.0  # seconds a folder may lack its owner file: the moment between creating it and writing it
 
 
@@ -48,8 +51,15 @@ def _pid_namespace() -> str:
         return ""
 
 
-def _owner_alive(text: str) -> bool:
-    pid, started, namespace = (text.split() + ["", "", ""])[:3]
+def _namespace_of(folder: Path) -> str:
+    try:
+        return (folder / NAMESPACE).read_text().strip()
+    except OSError:
+        return ""  # an earlier release's run, which wrote none
+
+
+def _owner_alive(text: str, namespace: str) -> bool:
+    pid, started = (text.split() + ["", ""])[:2]
     if namespace and namespace != _pid_namespace():
         return True  # another pid namespace's run: its pid cannot be looked up from here
     try:
@@ -59,7 +69,7 @@ def _owner_alive(text: str) -> bool:
         return False
     except (ValueError, PermissionError):
         return True  # unreadable or another user's: never ours to remove
-    return started in ("", "-") or started == _start_time(pid)
+    return not started or started == _start_time(pid)
 
 
 def clean_stale(root: Path | None = None) -> None:
@@ -68,16 +78,17 @@ def clean_stale(root: Path | None = None) -> None:
     for folder in root.glob(f"{PREFIX}*"):
         try:
             owner = (folder / OWNER).read_text()
+            namespace = _namespace_of(folder)
         except FileNotFoundError:
             try:
                 if time.time() - folder.stat().st_mtime < UNOWNED_GRACE:
                     continue
             except OSError:
                 continue
-            owner = ""
+            owner = namespace = ""
         except OSError:
             continue
-        if not owner or not _owner_alive(owner):
+        if not owner or not _owner_alive(owner, namespace):
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -87,7 +98,9 @@ class WorkFolder:
     def __init__(self):
         clean_stale()
         self.path = Path(tempfile.mkdtemp(prefix=PREFIX)).resolve()
-        (self.path / OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid()) or '-'} {_pid_namespace()}\n")
+        # the namespace first: a folder is judged by its owner file only once both are there
+        (self.path / NAMESPACE).write_text(_pid_namespace() + "\n")
+        (self.path / OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid()) or ''}\n")
 
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

@@ -203,7 +203,8 @@ def test_stale_working_folders_are_removed_only_when_their_run_is_gone(tmp_path,
     (stale / "model.onnx").write_text("left by a killed run")
     elsewhere = temp / "compatcheck-run-elsewhere-live"  # a run in a container sharing the temporary folder
     elsewhere.mkdir()
-    (elsewhere / "owner").write_text(f"{gone.pid} 1 pid:[1]\n")
+    (elsewhere / "owner").write_text(f"{gone.pid} 1\n")
+    (elsewhere / "owner-namespace").write_text("pid:[1]\n")
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         live = temp / "compatcheck-run-live"  # a matrix cell still running, say
@@ -219,6 +220,25 @@ def test_stale_working_folders_are_removed_only_when_their_run_is_gone(tmp_path,
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_a_live_run_keeps_its_folder_from_a_release_that_reads_the_owner_as_pid_and_start(temp, monkeypatch):
+    import tempfile
+
+    from compatcheck.session.workfolder import WorkFolder, clean_stale
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    folder = WorkFolder()
+    try:
+        # the rule of releases before the namespace was recorded: the rest of the line is the start time
+        pid, _, started = (folder.path / "owner").read_text().strip().partition(" ")
+        assert int(pid) == os.getpid()
+        assert started == Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19], \
+            "an earlier release would take this live run's folder for a reused pid's and remove it"
+        clean_stale(temp)
+        assert (folder.path / "owner").exists()
+    finally:
+        folder.close()
 
 
 def test_a_file_the_worker_removes_while_it_is_copied_is_left_out(tmp_path, monkeypatch):

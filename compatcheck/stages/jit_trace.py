@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from keyword import iskeyword
 
 import torch
 from torch.utils import _pytree as pytree
@@ -40,11 +41,42 @@ class FlatOutputs(torch.nn.Module):
 # After the trace: the outputs in forward's structure again, as one eager call has it.
 REBUILD = ("spec = torch.utils._pytree.tree_structure(model(*args))  # forward's structure, from one eager call\n"
            "outputs = torch.utils._pytree.tree_unflatten(list(traced(*args)), spec)")
+REBUILD_KEYWORDS = REBUILD.replace("(*args)", "(**keywords)")
+# Names the wrapper's forward reads itself, so no parameter may take them.
+_TAKEN = {"self", "torch"}
 
 
-def flat_recipe() -> Recipe:
+def keyword_source(names: list[str]) -> str:
+    """FlatOutputs for a call by keywords: torch.jit.trace's example_kwarg_inputs binds them by forward's
+    parameter names, which a **kwargs forward has none of, so each is a parameter of its own."""
+    passed = ", ".join(f"{name}={name}" for name in names)
+    return inspect.getsource(FlatOutputs).replace("*args):", f"{', '.join(names)}):").replace(
+        "self.model(*args)", f"self.model({passed})")
+
+
+def flat_recipe(names: list[str] | None = None) -> Recipe:
+    """The flat wrapper, traced from the sample's arguments, or by `names` from its keywords."""
+    before = keyword_source(names) if names else inspect.getsource(FlatOutputs)
     return Recipe("a wrapper whose forward returns the outputs' tensors flat (FlatOutputs), the structure rebuilt "
-                  "with tree_unflatten", flat=True, before=inspect.getsource(FlatOutputs), then=REBUILD)
+                  "with tree_unflatten", flat=True, before=before, then=REBUILD_KEYWORDS if names else REBUILD)
+
+
+def keyword_names(ctx: StageContext) -> list[str] | None:
+    """The sample's names as keywords, where each can be a parameter of the wrapper; None where not."""
+    sample = ctx.sample
+    keywords = sample.as_keywords(ctx.spec.signature) if sample.args else sample.kwargs
+    if keywords is None:  # forward's signature cannot name the positional ones
+        return None
+    names = list(keywords)  # from the model file: only identifiers reach the wrapper's code
+    valid = all(name.isidentifier() and not iskeyword(name) and name not in _TAKEN for name in names)
+    return names if valid else None
+
+
+def defined(source: str) -> type:
+    """The wrapper class as the recipe's code defines it, so what runs is what the user is shown."""
+    scope = {"torch": torch}
+    exec(compile(source, "<FlatOutputs>", "exec"), scope)
+    return scope["FlatOutputs"]
 
 
 def dataclasses_in(output) -> list[type]:
@@ -80,15 +112,20 @@ class JitTrace(Stage):
         """The trace of FlatOutputs(model), after registering the output's dataclasses with pytree."""
         registers = (step("torch.utils._pytree.register_dataclass", Name(one.__name__))
                      for one in dataclasses_in(ctx.reference[ctx.recipe.sample]))
-        return StageCall((*registers, step("FlatOutputs", MODEL, result="flat"),
-                          step("torch.jit.trace", Name("flat"), ARGS, **ctx.keywords, result="traced")))
+        by_keyword = bool(ctx.sample.kwargs)  # as the plain call: a mixed call is traced as keywords
+        sample = {"example_kwarg_inputs": Name("keywords")} if by_keyword else {}
+        trace = step("torch.jit.trace", Name("flat"), *(() if by_keyword else (ARGS,)), **sample, **ctx.keywords,
+                     result="traced")
+        return StageCall((*registers, step("FlatOutputs", MODEL, result="flat"), trace),
+                         "keywords: the sample's arguments, all as keywords" if by_keyword else None)
 
     def build(self, ctx: StageContext):
         flat = ctx.recipe is not None and ctx.recipe.flat
         if flat:  # the call registers them; close() takes them back, so no later stage sees them
             self.registered = dataclasses_in(ctx.reference[ctx.recipe.sample])
         with torch.no_grad():
-            traced = self.run_call(ctx, FlatOutputs=FlatOutputs, **{one.__name__: one for one in self.registered})
+            wrapper = defined(ctx.recipe.before) if flat else None
+            traced = self.run_call(ctx, FlatOutputs=wrapper, **{one.__name__: one for one in self.registered})
         self.traced = traced
         path = ctx.artifact("model.trace.pt")
         torch.jit.save(traced, str(path))
@@ -120,8 +157,9 @@ class JitTrace(Stage):
         from compatcheck.diagnose.torchscript import refused_output
 
         found = sample_recipes(ctx, error)
-        if refused_output(error) and not ctx.sample.kwargs:
-            found.append(flat_recipe())
+        names = keyword_names(ctx) if ctx.sample.kwargs else None
+        if refused_output(error) and (names or not ctx.sample.kwargs):
+            found.append(flat_recipe(names))
         # Where forward keeps state, the check is right: a trace without it answers like the first call forever.
         if error is not None and type(error).__name__ == "TracingCheckError" and not ctx.kept:
             found.append(UNCHECKED)

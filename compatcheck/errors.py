@@ -22,6 +22,11 @@ class InternalError(Exception):
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Where one sentence ends and the next begins: not after "e.g." or "i.e.", nor inside a number.
 _SENTENCE_END = re.compile(r"(?<![.\s][a-z]\.)(?<=[.!?])\s+(?=[A-Z`(\"'])")
+# A Python traceback printed into a message (torch's serializer, worker errors): its header, its indented
+# frames and what joins chained ones, up to the exception's own line, which is kept.
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*")
+_CHAINED = re.compile(r"^(?:The above exception was the direct cause of the following exception:|"
+                      r"During handling of the above exception, another exception occurred:)[ \t]*$", re.M)
 
 
 def _whole_sentences(text: str, limit: int) -> str:
@@ -36,8 +41,9 @@ def _whole_sentences(text: str, limit: int) -> str:
 
 
 def one_line(exc: BaseException, limit: int = 240) -> str:
-    """The exception's type and the start of its message, in whole sentences, on one line."""
-    text = _ANSI.sub("", str(exc)).strip()
+    """The exception's type and the start of its message, in whole sentences, on one line. A traceback
+    the message embeds leaves only its exceptions' lines: its frames are library paths, not the cause."""
+    text = _CHAINED.sub("", _TRACEBACK.sub("", _ANSI.sub("", str(exc)) + "\n")).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     head = f"{type(exc).__name__}: " if lines else type(exc).__name__
     first = " ".join(lines[:3])

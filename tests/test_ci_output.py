@@ -1,5 +1,6 @@
 """What CI systems read: `run --junit`, `run --annotations github`, and the help a user reads."""
 
+import traceback
 from xml.etree import ElementTree
 
 from compatcheck.errors import one_line
@@ -84,3 +85,21 @@ def test_one_line_keeps_whole_sentences():
         " Dynamo does not support tracing dynamic control flow.")
     assert one_line(ValueError("short\nand plain")) == "ValueError: short and plain"
     assert one_line(ValueError("x" * 300)).endswith("x…") and len(one_line(ValueError("x" * 300))) == 240
+
+
+def test_one_line_keeps_each_exception_of_an_embedded_traceback_and_drops_its_frames():
+    """A tool that prints the exception it caught into its own message (torch.export.save does): the
+    reader gets both exceptions' lines, not library paths."""
+    def inner():
+        raise AssertionError("op <built-in function ceil> is not in _SYM_OPS")
+
+    try:
+        try:
+            inner()
+        except AssertionError as exc:
+            raise KeyError("ceil") from exc
+    except KeyError as exc:
+        printed = "".join(traceback.format_exception(exc))
+    message = one_line(RuntimeError(f"Failed serializing node ceil\n Original exception {printed}"), 400)
+    assert message == ("RuntimeError: Failed serializing node ceil Original exception AssertionError: op <built-in "
+                       "function ceil> is not in _SYM_OPS KeyError: 'ceil'")

@@ -89,3 +89,44 @@ def test_an_export_error_names_the_dimensions_it_pinned(message, pinned):
         raise RuntimeError("export failed") from ValueError(message)
     except RuntimeError as error:
         assert pinned_dims(error) == pinned
+
+
+CEIL_PAD = '''
+import math
+import torch
+import torch.nn.functional as F
+from torch.export import Dim
+
+
+class CeilPad(torch.nn.Module):
+    def forward(self, x):
+        n = math.ceil(x.shape[2] / 4)
+        return F.pad(x, (0, 0, 0, n * 4 - x.shape[2]))
+
+
+def get_model():
+    return CeilPad()
+
+
+def get_inputs():
+    return [torch.randn(1, 2, 6, 3), torch.randn(1, 2, 9, 3)]
+
+
+def get_dynamic_shapes():
+    return ({2: Dim("h", min=2)},)
+'''
+
+
+def test_a_symbolic_node_save_cannot_serialize_is_named_at_the_line_that_made_it(tmp_path, write_model):
+    """torch.export.save has no serializer for math.ceil on a dynamic size: the program exports and does not
+    save. The finding says so at the user's line, offers the integer ceil division, and embeds no traceback."""
+    _, report = run_json(tmp_path, "run", str(write_model(CEIL_PAD)), "--stages", "eager,export", "--no-cache",
+                         timeout=300)
+    export = next(s for s in report["stages"] if s["name"] == "export")
+    assert export["status"] == "fail"
+    finding = export["findings"][0]
+    assert (finding["kind"], finding["op"], finding["line"]) == ("export-error", "math.ceil", 10)
+    assert finding["message"].startswith("the program exported, but saving it failed on its math.ceil")
+    assert finding["rewrite"] == "n = -(-x.shape[2] // 4)"
+    texts = [export["reason"], *(f["message"] for f in export["findings"]), json.dumps(export["recipes"])]
+    assert not [text for text in texts if "Traceback" in text or "serialize.py" in text]

@@ -13,6 +13,9 @@ from compatcheck.diagnose.errors import Diagnosed, error_finding, error_stack, l
 from compatcheck.diagnose.outputs import output_type_findings
 from compatcheck.diagnose.found import finding_at
 
+_UNSAVED = re.compile(r"Failed serializing node (\S+) in graph")
+# Ceil division of a size by an integer, which integer arithmetic does without a symbolic math.ceil.
+_CEIL_DIVISION = re.compile(r"math\.ceil\(\s*([^()/]+?)\s*/\s*(\d+)\s*\)")
 _GUARD = re.compile(r"Could not guard on data-dependent expression (.+?) \(unhinted")
 _SPECIALIZE = re.compile(r"Could not extract specialized integer from data-dependent expression (.+?) \(unhinted")
 
@@ -45,6 +48,30 @@ def torch_export_findings(stage: str, ctx, cause: BaseException) -> list:
                                     stack=error_stack(ctx, cause))
     finding.op = construct(finding.code)
     return [finding]
+
+
+def save_failed(stage: str, ctx, program, error: BaseException) -> BaseException:
+    """torch.export.save's error on a symbolic node of a program that exported (torch cannot serialize
+    every op on sizes, e.g. math.ceil), restated at the user's line that made the node; other errors as
+    they were."""
+    import torch
+
+    found = _UNSAVED.search(str(error))
+    node = next((n for n in program.graph.nodes if found and n.name == found.group(1)), None)
+    if node is None or not isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return error
+    op = f"{getattr(node.target, '__module__', None) or 'builtins'}.{getattr(node.target, '__name__', node.target)}"
+    integer = (", and so does integer arithmetic with the dims dynamic: -(-a // b) for math.ceil(a / b)"
+               if op == "math.ceil" else "")
+    stack = node.meta.get("stack_trace")
+    finding = finding_at(ctx.spec.user, stage, "export-error", f"the program exported, but saving it failed on "
+                         f"its {op} of a dynamic size, which torch.export.save cannot serialize: a static export "
+                         f"saves{integer}",
+                         location=ctx.spec.user.from_stack_text(stack), op=op, stack=stack)
+    ceil = _CEIL_DIVISION.search(finding.code or "")
+    if ceil:
+        finding.rewrite = _CEIL_DIVISION.sub(r"-(-\1 // \2)", finding.code)
+    return ExportFailed(headline("torch.export.save", [finding]), [finding])
 
 
 def headline(step: str, findings: list, also: str = "") -> str:

@@ -55,8 +55,13 @@ class Export(Stage):
 
     def _saved(self, ctx: StageContext, program, filename: str) -> str:
         """Save the program and load it back as `self.program`, which is what runs: saving is part of deploying."""
+        from compatcheck.diagnose.export import save_failed
+
         path = ctx.artifact(filename)
-        torch.export.save(program, str(path))
+        try:
+            torch.export.save(program, str(path))
+        except Exception as exc:
+            raise restated(save_failed(self.name, ctx, program, exc), exc)
         self.program = torch.export.load(str(path))
         return str(path)
 

@@ -128,5 +128,8 @@ def test_a_symbolic_node_save_cannot_serialize_is_named_at_the_line_that_made_it
     assert (finding["kind"], finding["op"], finding["line"]) == ("export-error", "math.ceil", 10)
     assert finding["message"].startswith("the program exported, but saving it failed on its math.ceil")
     assert finding["rewrite"] == "n = -(-x.shape[2] // 4)"
+    # The static export the finding names is proven by the recipe search, not claimed.
+    proven = [f for f in export["findings"] if f["kind"] == "passes-with"]
+    assert any("static" in f["message"] for f in proven), export["recipes"]
     texts = [export["reason"], *(f["message"] for f in export["findings"]), json.dumps(export["recipes"])]
     assert not [text for text in texts if "Traceback" in text or "serialize.py" in text]

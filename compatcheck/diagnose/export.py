@@ -50,6 +50,8 @@ def torch_export_findings(stage: str, ctx, cause: BaseException) -> list:
     return [finding]
 
 
+SAVE_FAILED = "the program exported, but saving it failed"  # the recipe search tries a static export after it
+
 def save_failed(stage: str, ctx, program, error: BaseException) -> BaseException:
     """torch.export.save's error on a symbolic node of a program that exported (torch cannot serialize
     every op on sizes, e.g. math.ceil), restated at the user's line that made the node; other errors as
@@ -61,12 +63,11 @@ def save_failed(stage: str, ctx, program, error: BaseException) -> BaseException
     if node is None or not isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)):
         return error
     op = f"{getattr(node.target, '__module__', None) or 'builtins'}.{getattr(node.target, '__name__', node.target)}"
-    integer = (", and so does integer arithmetic with the dims dynamic: -(-a // b) for math.ceil(a / b)"
+    integer = ("; integer arithmetic keeps the dims dynamic and saves: -(-a // b) for math.ceil(a / b)"
                if op == "math.ceil" else "")
     stack = node.meta.get("stack_trace")
-    finding = finding_at(ctx.spec.user, stage, "export-error", f"the program exported, but saving it failed on "
-                         f"its {op} of a dynamic size, which torch.export.save cannot serialize: a static export "
-                         f"saves{integer}",
+    finding = finding_at(ctx.spec.user, stage, "export-error", f"{SAVE_FAILED} on its {op} of a dynamic size, "
+                         f"which torch.export.save cannot serialize (a static export is tried as a recipe){integer}",
                          location=ctx.spec.user.from_stack_text(stack), op=op, stack=stack)
     ceil = _CEIL_DIVISION.search(finding.code or "")
     if ceil:

@@ -13,6 +13,7 @@ import torch
 
 from compatcheck.deadline import within
 from compatcheck.ladder import BY_NAME
+from compatcheck.diagnose.export import SAVE_FAILED
 from compatcheck.diagnose.proven import factory_only, proven_recipe
 from compatcheck.errors import one_line
 from compatcheck.recipes import Recipe, apply_setting, combined
@@ -54,7 +55,8 @@ def try_recipes(run, budget: float) -> str | None:
     recipe that gets the stage past the plain call's blocker is combined with the recipes for the next
     one. A note when the budget ran out first."""
     own = run.stage.recipes(run.ctx, run.error)
-    static = [run.stage.static] if run.stage.static and any(f.kind == "torch-bug" for f in run.findings) else []
+    static = [run.stage.static] if run.stage.static and any(
+        f.kind == "torch-bug" or f.message.startswith(SAVE_FAILED) for f in run.findings) else []
     # The sample first (its finding needs the answer), then the library's own switches, then the stage's
     # other settings; static sizes last, where torch alone fails on symbolic ones.
     library = _catalog(run.ctx, run.findings)

@@ -36,6 +36,16 @@ def text(value: str, secrets: list[str] | None = None) -> str:
     return _TOKENS.sub(MARK, value)
 
 
+def file_tail(path, keep: int) -> tuple[str, int]:
+    """The last `keep` characters of a file's text, redacted, and how many bytes before them were left out.
+    The redaction reads well before the cut, so no secret is split by it and half of one shown."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(size - 4 * keep, 0))
+        redacted = text(f.read().decode(errors="replace"))
+    return (redacted, 0) if size <= keep else (redacted[-keep:], size - keep)
+
+
 def tree(value):
     """Every string in a JSON-like structure (dicts, lists, strings), keys included, redacted."""
     secrets = _secret_values()

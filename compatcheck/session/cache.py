@@ -219,15 +219,11 @@ def tag(key: bytes, run_key: str, stage: str, body: bytes) -> str:
 def log_tail(log: Path) -> tuple[bytes, int]:
     """The end of a worker's log as an entry keeps it, redacted (the model's own output may quote a secret),
     and how many bytes before it were cut."""
-    with log.open("rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        f.seek(max(size - 4 * LOG_KEPT, 0))  # redacted with room around the cut: no secret is split by it
-        text = redact.text(f.read().decode(errors="replace")).encode()
-    if size <= LOG_KEPT:
-        return text, 0
-    cut = size - LOG_KEPT
+    text, cut = redact.file_tail(log, LOG_KEPT)
+    if not cut:
+        return text.encode(), 0
     note = f"[compatcheck: the cache keeps the last {LOG_KEPT} bytes of a worker's log; the {cut} before them were cut]"
-    return note.encode() + b"\n" + text[-LOG_KEPT:], cut
+    return (note + "\n").encode() + text.encode()[-LOG_KEPT:], cut
 
 
 def _files_under(workdir: Path, name: str) -> list[str]:

@@ -82,10 +82,7 @@ def _describe_exit(code: int | None) -> str:
 
 def _log_tail(log: Path) -> str:
     try:
-        with log.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(f.tell() - LOG_TAIL, 0))
-            return redact.text(f.read().decode(errors="replace"))
+        return redact.file_tail(log, LOG_TAIL)[0]
     except OSError:
         return ""
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import shutil
 import tempfile
@@ -42,6 +43,7 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+@functools.cache
 def _pid_namespace() -> str:
     """Where this process's pid means something: this boot of this machine, and its pid namespace."""
     try:

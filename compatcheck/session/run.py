@@ -241,7 +241,7 @@ def _assemble(report: Report, request: RunRequest, known: _Known, outcome, workd
     """The report from every stage's result, in ladder order, with the routes they open."""
     report.model = outcome.model or known.model
     report.environment = dict(outcome.environment or known.environment)
-    if outcome.key_reach:  # said only where the model ran in this run
+    if outcome.key_reach:  # whether the model, where this run starts it, could reach the cache key
         report.environment["cache key"] = outcome.key_reach
     report.workers = outcome.workers
     report.dependencies = dict(sorted(known.dependencies.items()))

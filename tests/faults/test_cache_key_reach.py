@@ -148,4 +148,6 @@ def test_under_tmp_the_sandbox_stands_down_and_says_so(tmp_path, monkeypatch):
     if str(tmp_path).startswith(os.path.realpath("/tmp")):
         assert sandbox.abi is None and sandbox.ruleset() is None
         assert sandbox.describe().startswith(f"readable by the model under test: {tmp_path / 'state' / 'compatcheck'} is under /tmp")
-    assert not any(name.startswith("COMPATCHECK_CACHE_KEY") for name in sandbox.environment({}, tmp_path))
+    given = {"COMPATCHECK_CACHE_KEY": "k" * 64, "COMPATCHECK_CACHE_DIR": "/c", "COMPATCHECK_RUN": "r", "PATH": "/bin"}
+    kept = sandbox.environment(given, tmp_path)
+    assert [name for name in kept if name.startswith("COMPATCHECK_")] == ["COMPATCHECK_RUN"] and kept["PATH"] == "/bin"

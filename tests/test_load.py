@@ -60,6 +60,19 @@ def test_a_dynamically_quantized_model_gets_a_verdict_on_every_stage(quantized, 
     assert all(stage["findings"] for stage in failed)
 
 
+@pytest.mark.parametrize("stem, stage, modules, checked", [
+    ("quantized_linear", "export", "fc (torch.ao.nn.quantized.dynamic.Linear)", "exported with torch.export"),
+    ("quantized_lstm", "onnx_export", "lstm (torch.ao.nn.quantized.dynamic.LSTM), fc (", "onnxruntime ran it"),
+])
+def test_a_quantized_modules_finding_names_it_and_the_route_whose_first_step_was_run(quantized, stem, stage,
+                                                                                    modules, checked):
+    _, report = quantized[stem]
+    first = next(s for s in report["stages"] if s["name"] == stage)["findings"][0]
+    assert first["kind"] == "quantized-module" and modules in first["message"], first
+    assert "quantize" in first["message"].split("The route that exports a quantized model:")[1]
+    assert checked in first["checked_by"] and first["line"]
+
+
 def _planted(tmp_path, code: str) -> dict:
     """The environment of a run whose workers have compatcheck's own code broken by `code`."""
     folder = tmp_path / "planted"

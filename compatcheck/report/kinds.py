@@ -73,6 +73,10 @@ KINDS: tuple[Kind, ...] = (
          "same kinds, fails the same way in torch: the cause is torch's, not the library's; the code shown is that "
          "reproduction, as it ran", ("compile", "compile_fullgraph", "export"),
          "report it to PyTorch with the reproduction; build with static sizes meanwhile (the passes-with finding)"),
+    Kind("quantized-module", "a stage cannot trace torch.ao eager-mode quantized modules (their weights are packed in "
+         "ScriptObjects); the finding says whether the float model, dequantized, passed the stage's capture",
+         ("compile_fullgraph", "export", "onnx_export"),
+         "export the float model, then quantize what was exported: PT2E (torchao) or onnxruntime's quantize_dynamic"),
     Kind("unregistered-state", "forward assigns a tensor attribute: the exported program does not keep it between "
          "calls", ("export", "aot_inductor", "onnx_export"), "register it as a buffer and write into it"),
     Kind("unexportable-output", "an output's type is one the exporter cannot return (a library's output class, a "

@@ -17,6 +17,7 @@ from compatcheck.ladder import REFERENCE
 from compatcheck.report.model import Status, SweepInfo
 from compatcheck.diagnose.broken_env import broken_environment
 from compatcheck.diagnose.mismatch import mismatch_findings
+from compatcheck.diagnose.quantized import quantized_findings
 from compatcheck.diagnose.sandbox import sandbox_findings
 from compatcheck.diagnose.state import froze_findings
 from compatcheck.diagnose.variation import variation_finding
@@ -126,6 +127,9 @@ def diagnosis(run) -> tuple[str, str] | None:
     failed = None
     try:
         run.findings = stage.diagnose(ctx, run.error)
+        if status is Status.FAIL:
+            raised = run.error or next(iter(run.raised), None)
+            run.findings[:0] = quantized_findings(stage.name, ctx, raised)
     except Exception as exc:  # compatcheck's own diagnosis: the verdict stands, the note says so
         failed = ("failed", f"diagnosis failed: {one_line(exc)}")
     if status is Status.MISMATCH:

@@ -7,6 +7,7 @@ branch or shape. TracerWarnings are kept for the diagnosis.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 from keyword import iskeyword
@@ -27,6 +28,33 @@ from compatcheck.stages.jit_script import run_loaded
 UNCHECKED = Recipe("check_trace=False (the trace not checked against a second run)", keywords=(("check_trace", False),))
 
 
+def tensors_of(value) -> list:
+    """The tensors in `value`, in order: pytree's leaves, and an object pytree does not know (a library's
+    cache, say) opened into its attributes."""
+    found = []
+    for leaf in torch.utils._pytree.tree_leaves(value):
+        if isinstance(leaf, torch.Tensor):
+            found.append(leaf)
+        elif hasattr(leaf, "__dict__") and not isinstance(leaf, type):
+            found += tensors_of(list(vars(leaf).values()))
+    return found
+
+
+def rebuilt(template, tensors):
+    """`template` (one eager call's outputs) with its tensors replaced by `tensors`, in tensors_of's order."""
+    tensors = iter(tensors)
+
+    def put(leaf):
+        if isinstance(leaf, torch.Tensor):
+            return next(tensors)
+        if hasattr(leaf, "__dict__") and not isinstance(leaf, type):
+            for name, held in list(vars(leaf).items()):
+                setattr(leaf, name, torch.utils._pytree.tree_map(put, held))
+        return leaf
+
+    return torch.utils._pytree.tree_map(put, copy.deepcopy(template))
+
+
 class FlatOutputs(torch.nn.Module):
     """The model, its outputs flattened to a tuple of tensors, which torch.jit.trace can return."""
 
@@ -35,13 +63,13 @@ class FlatOutputs(torch.nn.Module):
         self.model = model
 
     def forward(self, *args):
-        return tuple(torch.utils._pytree.tree_leaves(self.model(*args)))
+        return tuple(tensors_of(self.model(*args)))
 
 
-# After the trace: the outputs in forward's structure again, as one eager call has it.
-REBUILD = ("spec = torch.utils._pytree.tree_structure(model(*args))  # forward's structure, from one eager call\n"
-           "outputs = torch.utils._pytree.tree_unflatten(list(traced(*args)), spec)")
+# After the trace: the outputs in forward's structure again, with one eager call's outputs as the template.
+REBUILD = "outputs = rebuilt(model(*args), traced(*args))  # forward's structure, one eager call's as the template"
 REBUILD_KEYWORDS = REBUILD.replace("(*args)", "(**keywords)")
+_HELPERS = "import copy\n\n\n" + inspect.getsource(tensors_of) + "\n\n" + inspect.getsource(rebuilt) + "\n\n"
 # Names the wrapper's forward reads itself, so no parameter may take them.
 _TAKEN = {"self", "torch"}
 
@@ -50,15 +78,15 @@ def keyword_source(names: list[str]) -> str:
     """FlatOutputs for a call by keywords: torch.jit.trace's example_kwarg_inputs binds them by forward's
     parameter names, which a **kwargs forward has none of, so each is a parameter of its own."""
     passed = ", ".join(f"{name}={name}" for name in names)
-    return inspect.getsource(FlatOutputs).replace("*args):", f"{', '.join(names)}):").replace(
+    return _HELPERS + inspect.getsource(FlatOutputs).replace("*args):", f"{', '.join(names)}):").replace(
         "self.model(*args)", f"self.model({passed})")
 
 
 def flat_recipe(names: list[str] | None = None) -> Recipe:
     """The flat wrapper, traced from the sample's arguments, or by `names` from its keywords."""
-    before = keyword_source(names) if names else inspect.getsource(FlatOutputs)
+    before = keyword_source(names) if names else _HELPERS + inspect.getsource(FlatOutputs)
     return Recipe("a wrapper whose forward returns the outputs' tensors flat (FlatOutputs), the structure rebuilt "
-                  "with tree_unflatten", flat=True, before=before, then=REBUILD_KEYWORDS if names else REBUILD)
+                  "from one eager call's", flat=True, before=before, then=REBUILD_KEYWORDS if names else REBUILD)
 
 
 def keyword_names(ctx: StageContext) -> list[str] | None:
@@ -72,11 +100,12 @@ def keyword_names(ctx: StageContext) -> list[str] | None:
     return names if valid else None
 
 
-def defined(source: str) -> type:
-    """The wrapper class as the recipe's code defines it, so what runs is what the user is shown."""
+def defined(source: str) -> dict:
+    """The wrapper class and its helpers as the recipe's code defines them, so what runs is what the user
+    is shown."""
     scope = {"torch": torch}
     exec(compile(source, "<FlatOutputs>", "exec"), scope)
-    return scope["FlatOutputs"]
+    return scope
 
 
 def dataclasses_in(output) -> list[type]:
@@ -124,8 +153,9 @@ class JitTrace(Stage):
         if flat:  # the call registers them; close() takes them back, so no later stage sees them
             self.registered = dataclasses_in(ctx.reference[ctx.recipe.sample])
         with torch.no_grad():
-            wrapper = defined(ctx.recipe.before) if flat else None
-            traced = self.run_call(ctx, FlatOutputs=wrapper, **{one.__name__: one for one in self.registered})
+            helpers = defined(ctx.recipe.before) if flat else {}
+            traced = self.run_call(ctx, FlatOutputs=helpers.get("FlatOutputs"),
+                                   **{one.__name__: one for one in self.registered})
         self.traced = traced
         path = ctx.artifact("model.trace.pt")
         torch.jit.save(traced, str(path))
@@ -133,8 +163,8 @@ class JitTrace(Stage):
         run = run_loaded(torch.jit.load(str(path)))
         if not flat:
             return run
-        spec = pytree.tree_structure(ctx.reference[ctx.recipe.sample])
-        return lambda input_set: pytree.tree_unflatten(list(run(input_set)), spec)
+        template = ctx.reference[ctx.recipe.sample]
+        return lambda input_set: helpers["rebuilt"](template, run(input_set))
 
     def note(self, ctx: StageContext) -> str | None:
         from compatcheck.diagnose.device import trace_note

@@ -10,7 +10,8 @@ VOCAB = 128
 # 5.24); tests/test_real_models.py asserts them, and the findings below, from one run with TEST_OPTIONS.
 # The output is compared by the tensors it holds, the cache's keys and values too: eager agrees with
 # itself. torch.export, and so the ONNX exporter, cannot carry a DynamicCache out of the program, and
-# jit.trace cannot return the output object: what the plain calls give.
+# jit.trace cannot return the output object: what the plain calls give. A wrapper that returns the
+# tensors flat, the cache's among them, traces and matches (rebuilt from one eager call's outputs).
 EXPECTED = {
     "eager": "pass",
     "export": "fail",
@@ -20,6 +21,7 @@ EXPECTED = {
 EXPECTED_FINDINGS = [
     {"stage": "export", "kind": "unexportable-output", "says": ["DynamicCache", "register_pytree_node"]},
     {"stage": "onnx_export", "kind": "unexportable-output", "says": ["DynamicCache"]},
+    {"stage": "jit_trace", "kind": "passes-with", "says": ["FlatOutputs", "tensors_of", "rebuilt("]},
 ]
 EXPECTED_ROUTES = {"TorchScript (trace)": "blocked", "ONNX → onnxruntime → Triton": "blocked"}
 TEST_OPTIONS = []

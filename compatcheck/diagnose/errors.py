@@ -32,3 +32,13 @@ def error_finding(stage: str, ctx, error: BaseException, kind: str, *, op: str |
                   rewrite: str | None = None) -> Finding:
     return finding_at(ctx.spec.user, stage, kind, one_line(error, 400), location=locate(ctx, error), op=op,
                                  rewrite=rewrite, stack=error_stack(ctx, error))
+
+
+def artifact_error(stage: str, ctx, error: BaseException, where: str) -> Finding:
+    """The finding for an artifact that built and then raised on `where` (an input set, a swept size) that
+    eager answers, where the stage's own diagnosis found nothing more to say."""
+    guard = (" The program guards a size computed from the sample's: the dims declared dynamic are not free "
+             "there.") if str(error).startswith("Guard failed") else ""
+    return error_finding(stage, ctx, error, "artifact-error").model_copy(update={
+        "message": f"the {stage} artifact raised on {where}, which eager answers: {one_line(error, 400)}{guard}",
+        "checked_by": f"the artifact ran on {where} and raised; eager answered it"})

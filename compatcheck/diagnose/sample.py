@@ -165,10 +165,11 @@ def _sets(numbers: list[int]) -> str:
     return f"input set{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}"
 
 
-def proven_order(ctx, finding: Finding, tried: list[tuple]) -> None:
+def proven_order(ctx, finding: Finding, tried: list[tuple], others: list[Finding]) -> None:
     """The size-1 finding, told what building from each other input set with sizes 2 or more there gave
     (`tried`: (recipe, True / False / None when not tried)): the one that passed (then the reordered
-    `return` of get_inputs() is its rewrite), those that failed, those not tried."""
+    `return` of get_inputs() is its rewrite), those that failed, those not tried. Where one passed, the
+    stage's findings in library code (`others`) are told the library is not the cause."""
     if not tried:
         finding.message += (f" No other of the {len(ctx.spec.input_sets)} input sets has size 2 or more there to "
                             "build from instead.")
@@ -188,6 +189,10 @@ def proven_order(ctx, finding: Finding, tried: list[tuple]) -> None:
     also = f" (built from {_sets(failed)}, it fails too)" if failed else ""
     finding.message += f" Fix, checked: built from input set {good + 1}, it passes on every input set{also}."
     finding.checked_by = f"built from input set {good + 1}, run on every input set and every swept size"
+    for other in others:
+        if other.library_file:
+            other.advice = (f"The cause is the sample's size, not {other.library_file.split('/', 1)[0]}'s code: "
+                            f"built from input set {good + 1}, the stage passes (the dynamic-shape finding).")
     located = _get_inputs_return(ctx.spec.path)
     reordered = _reordered(located[1], located[2], good, len(ctx.spec.input_sets)) if located else None
     if reordered:

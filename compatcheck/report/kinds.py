@@ -108,6 +108,9 @@ KINDS: tuple[Kind, ...] = (
          "see the node or request it names"),
     Kind("numeric-divergence", "the runtime's answer at a node differs from eager's beyond the tolerance",
          ("onnxruntime",), "the finding names the first node that differs and its line"),
+    Kind("artifact-error", "the artifact, built, raised on an input set or swept size that eager answers: a size or "
+         "value was baked into it when it was built; the finding names the error and, where it can be seen, the line",
+         (ANY,), "read the error at the line; the stage's recipes (another sample, static sizes) say what gets past it"),
     Kind("output-mismatch", "an output differs from eager's beyond the tolerance: the finding names the output, the "
          "input set and the element where the values part (or the shape each has)", (ANY,),
          "read it beside the stage's other findings; where none names a line, reproduce it with the reproducer"),

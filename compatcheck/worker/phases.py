@@ -16,6 +16,7 @@ from compatcheck.errors import one_line
 from compatcheck.ladder import REFERENCE
 from compatcheck.report.model import Status, SweepInfo
 from compatcheck.diagnose.broken_env import broken_environment
+from compatcheck.diagnose.errors import artifact_error
 from compatcheck.diagnose.mismatch import mismatch_findings
 from compatcheck.diagnose.quantized import quantized_findings
 from compatcheck.diagnose.sandbox import sandbox_findings
@@ -130,6 +131,8 @@ def diagnosis(run) -> tuple[str, str] | None:
         if status is Status.FAIL:
             raised = run.error or next(iter(run.raised), None)
             run.findings[:0] = quantized_findings(stage.name, ctx, raised)
+            if not run.findings and run.error is None and run.raised:
+                run.findings = [artifact_error(stage.name, ctx, run.raised[0], _first_failed(run))]
     except Exception as exc:  # compatcheck's own diagnosis: the verdict stands, the note says so
         failed = ("failed", f"diagnosis failed: {one_line(exc)}")
     if status is Status.MISMATCH:
@@ -152,6 +155,14 @@ def diagnosis(run) -> tuple[str, str] | None:
         except Exception as exc:  # a note that fails must not cost the stage its verdict
             run.note(f"(note failed: {one_line(exc)})")
     return failed
+
+
+def _first_failed(run) -> str:
+    """The first input set or swept size the artifact failed on, in words."""
+    one = next((one for one in [*run.evidence.input_sets, *run.evidence.swept] if not one.ok), None)
+    if one is None or one.index < 0:
+        return f"the swept size {one.label}" if one is not None and one.label else "an input"
+    return f"input set {one.index + 1}"
 
 
 def meta(run) -> None:

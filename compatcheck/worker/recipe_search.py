@@ -128,7 +128,7 @@ def _conclude(run, recipes: list[Recipe], outcomes: dict, calls: dict) -> None:
     samples = [(recipe, outcomes.get(recipe)) for recipe in recipes if recipe.sample and recipe.parts == 1]
     for finding in run.findings:
         if finding.op == SIZE_ONE:
-            proven_order(ctx, finding, samples)
+            proven_order(ctx, finding, samples, run.findings)
     for recipe, passed in outcomes.items():
         if passed is True and _offered(recipe):
             call = "\n".join(filter(None, [recipe.settings and _setting_lines(ctx, recipe), recipe.before,

@@ -191,7 +191,7 @@ def proven_order(ctx, finding: Finding, tried: list[tuple], others: list[Finding
     finding.checked_by = f"built from input set {good + 1}, run on every input set and every swept size"
     for other in others:
         if other.library_file:
-            other.advice = (f"The cause is the sample's size, not {other.library_file.split('/', 1)[0]}'s code: "
+            other.advice = (f"The cause is the sample's size, not the code of {other.library_file.split('/', 1)[0]}: "
                             f"built from input set {good + 1}, the stage passes (the dynamic-shape finding).")
     located = _get_inputs_return(ctx.spec.path)
     reordered = _reordered(located[1], located[2], good, len(ctx.spec.input_sets)) if located else None

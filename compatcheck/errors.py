@@ -3,6 +3,7 @@ own (an internal error): one line and exit code 3; and how any exception is word
 report."""
 
 import re
+import textwrap
 from collections.abc import Iterator
 
 
@@ -37,7 +38,7 @@ def _whole_sentences(text: str, limit: int) -> str:
         if len(candidate) > limit:
             break
         kept = candidate
-    return kept or text[: limit - 1] + "…"
+    return kept or textwrap.shorten(text, limit, placeholder=" …")
 
 
 def one_line(exc: BaseException, limit: int = 240) -> str:

@@ -5,6 +5,7 @@ import pytest
 
 from compatcheck.diagnose.catalog import load as load_catalog
 from compatcheck.report.model import Finding
+from compatcheck.diagnose.loops import carried_names
 from tests.conftest import MODELS
 from tests.shared_runs import literal
 
@@ -142,3 +143,26 @@ def test_the_untranslatable_ops_come_from_the_program_the_failed_export_decompos
     found = _translated(_exporter_error(raised.value))
     assert found is not None, "the exporter's frame no longer holds its decomposed program"
     assert [str(node.meta["original_aten"]) for node in _untranslatable(*found)] == ["aten.erfinv.default"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem, carried", [("carried_loop", True), ("loop_over_batch", False)])
+def test_a_loop_whose_steps_carry_state_is_offered_no_batching_rewrite(shared_runs, stem, carried):
+    report = shared_runs.get(MODELS / f"{stem}.py").report
+    loops = [f for f in report["findings"] if f["op"] in ("for", "for-carried")]
+    assert loops and all((f["op"] == "for-carried") is carried for f in loops)
+    for finding in loops:
+        assert ("vmap" in finding["rewrite"]) is not carried and ("static" in finding["rewrite"]) is carried
+        assert ("Each step reads what the step before wrote (acc)" in finding["message"]) is carried
+
+
+def test_carried_names_tell_a_dependent_step_from_an_independent_one(tmp_path):
+    source = tmp_path / "loops.py"
+    source.write_text("def f(h, x, decay, T, out):\n"
+                      "    for t in range(T):\n        acc = decay * acc + h[:, t]\n"
+                      "    for t in range(T):\n        y = x[t] * 2\n        outs.append(y)\n"
+                      "    for t in range(T):\n        h, c = cell(x[:, t], (h, c))\n"
+                      "    for t in range(T):\n        out[:, t] = x[:, t].mean()\n"
+                      "    for t in range(T):\n        total += x[t]\n")
+    found = {line: carried_names(str(source), line) for line in (2, 4, 7, 9, 11)}
+    assert found == {2: ["acc"], 4: [], 7: ["c", "h"], 9: [], 11: ["total"]}

@@ -205,11 +205,25 @@ def load(user_file: str | None = None) -> Catalog:
     return Catalog([e for e in entries if isinstance(e, Entry)], [e for e in entries if isinstance(e, RecipeEntry)])
 
 
+def told_carried(ctx, findings: list[Finding]) -> list[Finding]:
+    """Each `for` finding whose loop carries state from step to step, marked so (its own catalog entry:
+    no batching rewrite fits it)."""
+    from compatcheck.diagnose.loops import CARRIED, carried_names
+
+    for finding in findings:
+        if finding.op == "for" and finding.file:
+            names = carried_names(str(ctx.spec.user.root / finding.file), finding.line)
+            if names:
+                finding.op = CARRIED
+                finding.message = finding.message.rstrip(". ") + f". Each step reads what the step before wrote ({', '.join(names)})."
+    return findings
+
+
 def with_rewrites(miner):
     """Wrap a miner `(stage, ctx, ...) -> findings` so its findings carry the catalog's rewrites."""
 
     @functools.wraps(miner)
     def wrapped(stage, ctx, *args, **keywords):
-        return load(ctx.options.rewrites).attach(miner(stage, ctx, *args, **keywords))
+        return load(ctx.options.rewrites).attach(told_carried(ctx, miner(stage, ctx, *args, **keywords)))
 
     return wrapped

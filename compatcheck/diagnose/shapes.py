@@ -243,7 +243,7 @@ def call_into_children(ctx) -> tuple[str, int] | None:
 def _called_from(user, stack, at) -> str:
     """' (in helper(), called from forward() at m.py:18)' when the pinning line is in a function the
     model calls: the outermost of the user's frames says where the model reaches it."""
-    callers = [f for f in stack if user.owns(f.filename) and f is not at]
+    callers = [f for f in stack if user.owns(f.filename) and (f.filename, f.name) != (at.filename, at.name)]
     if not callers:
         return ""
     outer = callers[0]

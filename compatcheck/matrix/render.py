@@ -5,6 +5,8 @@ command when CI prints matrix.md."""
 
 from __future__ import annotations
 
+import textwrap
+
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -33,7 +35,7 @@ def inert(text: str | None) -> str:
 def short(text: str | None) -> str:
     """A note, inert, cut to NOTE_LENGTH."""
     text = inert(text)
-    return text if len(text) <= NOTE_LENGTH else text[:NOTE_LENGTH - 1] + "…"
+    return textwrap.shorten(text, NOTE_LENGTH, placeholder=" …")
 
 
 class Grid:

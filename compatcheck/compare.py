@@ -202,7 +202,7 @@ def compare_leaf(
         return _reduced(result, e, a, fp64() if fp64 is not None else None, float32(), atol)
     if special_off.any():
         result = _off(result, special_off, np.where(special_off, 1.0, 0.0), "")
-        result.problem = f"{int(special_off.sum())} NaN/Inf values where eager has none or other ones"
+        result.problem = _special_problem(e, a, special_off)
         return result
     # Where eager and the artifact agree to rtol (and a few rounding steps), no float64 run can say more.
     eps, tiny = _rounding(expected.dtype)
@@ -219,6 +219,18 @@ def compare_leaf(
         return _off(result, ~close, diff - allowed, _tolerance_problem(atol, rtol, False)) if (~close).any() \
             else _ok(result)
     return _adjudicated(result, e, a, truth, close, atol, rtol, eps)
+
+
+def _special_problem(e: np.ndarray, a: np.ndarray, off: np.ndarray) -> str:
+    """Which side has the NaN or Inf values the other has not, in words."""
+    artifact = int((off & ~np.isfinite(a) & np.isfinite(e)).sum())
+    eager = int((off & ~np.isfinite(e) & np.isfinite(a)).sum())
+    other = int(off.sum()) - artifact - eager
+    said = [f"{count} {where}" for count, where in ((artifact, "NaN/Inf values in the artifact where eager's are finite"),
+                                                   (eager, "NaN/Inf values in eager where the artifact's are finite"),
+                                                   (other, "NaN/Inf values that differ between the two"))
+            if count]
+    return "; ".join(said)
 
 
 def _kind_problem(expected: torch.Tensor, actual, actual_t, dtype: str) -> str | None:

@@ -6,6 +6,8 @@ import re
 import textwrap
 from collections.abc import Iterator
 
+from compatcheck.causes import cause_first
+
 
 class UsageError(Exception):
     """A problem with the command line or the model file, reported without a traceback."""
@@ -45,7 +47,7 @@ def one_line(exc: BaseException, limit: int = 240) -> str:
     """The exception's type and the start of its message, in whole sentences, on one line. A traceback
     the message embeds leaves only its exceptions' lines: its frames are library paths, not the cause."""
     text = _CHAINED.sub("", _TRACEBACK.sub("", _ANSI.sub("", str(exc)) + "\n")).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = cause_first([line.strip() for line in text.splitlines() if line.strip()])
     head = f"{type(exc).__name__}: " if lines else type(exc).__name__
     first = " ".join(lines[:3])
     if len(lines) > 3 or len(head + first) > limit:

@@ -26,7 +26,7 @@ LAYERS = (
     ("report", "the report model (the JSON schema) and its renderers, route summaries", ("compatcheck.report",)),
     ("ground", "the package's face (its version), the options table, the ladder and route tables, errors, files, "
                "redaction, the model's text made inert, what the host has, deadlines for blocks of code",
-     ("compatcheck", "compatcheck.call", "compatcheck.deadline", "compatcheck.options", "compatcheck.ladder", "compatcheck.errors", "compatcheck.files", "compatcheck.redact",
+     ("compatcheck", "compatcheck.call", "compatcheck.deadline", "compatcheck.options", "compatcheck.ladder", "compatcheck.errors", "compatcheck.causes", "compatcheck.files", "compatcheck.redact",
       "compatcheck.untrusted", "compatcheck.target", "compatcheck.host", "compatcheck.loaded_files", "compatcheck.layers")),
 )
 

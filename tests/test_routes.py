@@ -21,8 +21,24 @@ def test_a_route_is_blocked_at_its_first_failing_stage_by_its_first_finding():
                               StageResult(name="onnxruntime", status=Status.SKIP, reason="needs the artifact")))
     onnx = routes["ONNX → onnxruntime → Triton"]
     assert (onnx.status, onnx.stage) == ("blocked", "onnx_export")
-    assert onnx.summary == "blocked at onnx_export by unsupported-op aten.erfinv at m.py:7"
+    assert onnx.summary == "blocked at onnx_export by unsupported-op on `aten.erfinv` at m.py:7"
     assert routes["torch.compile"].status == "not-checked"
+
+
+def test_a_route_a_proven_recipe_unblocks_names_the_call_and_an_unproven_one_does_not():
+    def export(*recipes):
+        return StageResult(name="export", status=Status.FAIL, findings=[
+            Finding(stage="export", kind="export-error", file="m.py", line=4, message="Unsupported"), *recipes])
+
+    proven = Finding(stage="export", kind="passes-with", op="strict=True (the other export mode)",
+                     message="export passes with strict=True (the other export mode), checked on every input set")
+    unproven = Finding(stage="export", kind="passes-with", op="attn_implementation='eager'",
+                       message="not checked: needs a change in your factory")
+    route = _by_name(_report(StageResult(name="eager", status=Status.PASS), export(proven)))["torch.export → AOTInductor"]
+    assert route.summary == ("blocked at export by export-error at m.py:4; works with strict=True (the other export "
+                             "mode), checked on every input set")
+    route = _by_name(_report(StageResult(name="eager", status=Status.PASS), export(unproven)))["torch.export → AOTInductor"]
+    assert route.summary == "blocked at export by export-error at m.py:4"
 
 
 def test_graph_breaks_only_warn_on_the_compile_route_and_passing_findings_warn():
@@ -33,7 +49,7 @@ def test_graph_breaks_only_warn_on_the_compile_route_and_passing_findings_warn()
         stage="jit_trace", kind="frozen-constant", op="Tensor.item", file="m.py", line=3, message="...")])
     routes = _by_name(_report(StageResult(name="compile", status=Status.PASS), fullgraph, trace))
     assert routes["torch.compile"].status == "works-with-warnings"
-    assert routes["torch.compile"].summary == ("works with warnings: compile_fullgraph fail: graph-break if at "
+    assert routes["torch.compile"].summary == ("works with warnings: compile_fullgraph fail: graph-break on `if` at "
                                                "torchvision/ops/boxes.py:103")
     assert routes["TorchScript (trace)"].status == "works-with-warnings"
 

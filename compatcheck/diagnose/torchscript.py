@@ -12,6 +12,7 @@ import traceback
 import types
 from pathlib import Path
 
+from compatcheck.causes import cause_first
 from compatcheck.diagnose.catalog import with_rewrites
 from compatcheck.diagnose.constructs import construct
 from compatcheck.diagnose.replay import first_mismatch
@@ -21,11 +22,13 @@ from compatcheck.diagnose.found import finding_at
 _PYTHON_CALL = re.compile(r"Could not export Python function call '(\w+)'")
 _BUILTIN = re.compile(r"Python builtin <built-in (?:function|method) (\w+)")
 _UNKNOWN_OP = re.compile(r"Unknown builtin op: (\S+)\.")
+_NO_OVERLOAD = re.compile(r"Arguments for call are not valid.*?^\s*(\w+::\w+)[.\w]*\(", re.S | re.M)
 
 
 def _first_line(error: BaseException) -> str:
-    """The error's first line: TorchScript puts the source range it prints anyway on the next ones."""
-    first = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    """The error's line that names the cause, first in TorchScript's own errors but for the families
+    causes.py knows: it puts the source range, printed anyway, on the next ones."""
+    first = next(iter(cause_first([line.strip() for line in str(error).splitlines() if line.strip()])), "")
     return f"{type(error).__name__}: {first}".rstrip(": ")
 
 
@@ -77,6 +80,8 @@ def _frontend_finding(stage: str, ctx, error: BaseException, kind: str):
         op = match.group(1)
     elif match := _UNKNOWN_OP.search(text):
         op = match.group(1)
+    elif match := _NO_OVERLOAD.search(text):
+        op, kind = match.group(1).replace("::", "."), "script-signature"
     return finding_at(user, stage, kind, message, location=location, op=op)
 
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from compatcheck.report.model import Report, RouteStatus, Status
+from compatcheck.report.model import Report, RouteStatus, Status, shown_error
 from compatcheck.untrusted import clean
 
 STYLE = {
@@ -22,6 +22,8 @@ STYLE = {
     Status.SKIP: "dim", Status.CRASH: "bold red", Status.TIMEOUT: "magenta",
     Status.BROKEN_ENV: "bold magenta", Status.INTERNAL: "bold magenta",
 }
+
+WIDE = 120  # columns from which the reasons fit in the table
 
 ROUTE_STYLE = {RouteStatus.WORKS: "green", RouteStatus.WARNS: "yellow", RouteStatus.BLOCKED: "red",
                RouteStatus.UNCHECKED: "dim"}
@@ -47,21 +49,30 @@ def render(report: Report, console: Console) -> None:
         console.print(text, highlight=False, soft_wrap=True)
 
     if report.model:
-        shapes = "  ".join("(" + ", ".join("x".join(map(str, s)) for s in one) + ")" for one in report.model.input_shapes)
-        say(f"[bold]{_text(_shown(report.model.path))}[/]: {report.model.input_sets} input sets {shapes}")
+        # Each set's tensors' shapes as torch prints them: [2, 4] and [] for a 0-d tensor.
+        shapes = "; ".join(", ".join(f"[{', '.join(map(str, s))}]" for s in one) for one in report.model.input_shapes)
+        say(f"[bold]{_text(_shown(report.model.path))}[/]: {report.model.input_sets} input sets, shapes {_text(shapes)}")
+    # The reasons go in the table only where it is wide enough to hold them: in a pipe or a CI log
+    # (80 columns) they are printed below it, one line each, for the log viewer to wrap at words.
+    wide = console.is_terminal and console.width >= WIDE
     table = Table(expand=False)
-    table.add_column("stage")
-    table.add_column("verdict")
-    table.add_column("max abs err", justify="right")
-    table.add_column("seconds", justify="right")
-    table.add_column("reason", overflow="fold")
+    for column, justify in (("stage", "left"), ("verdict", "left"), ("max abs err", "right"), ("seconds", "right")):
+        table.add_column(column, justify=justify)
+    if wide:
+        table.add_column("reason", overflow="fold")
     for stage in report.stages:
+        reason = stage.reason if stage.status is not Status.PASS else None  # a pass's reason is a note
         table.add_row(
             stage.name, f"[{STYLE[stage.status]}]{stage.status.value}[/]" + (" (cached)" if stage.cached else ""),
-            _error(stage.max_abs_error),
-            f"{stage.seconds:.1f}", _text(stage.reason),
-        )
+            _error(shown_error(stage, stage.max_abs_error)), f"{stage.seconds:.1f}",
+            *([_text(reason)] if wide else []))
     console.print(table)
+    if not wide:
+        for stage in (one for one in report.stages if one.reason and one.status is not Status.PASS):
+            say(f"[bold]{stage.name}[/] [{STYLE[stage.status]}]{stage.status.value}[/]: {_text(stage.reason)}")
+    notes = [stage for stage in report.stages if stage.reason and stage.status is Status.PASS]
+    if notes:
+        say("notes:\n" + "\n".join(f"    {stage.name}: {_text(stage.reason)}" for stage in notes))
     render_speed(report, console)
     if report.model and report.model.dynamic_shapes:
         how = "inferred from the input sets" if report.model.dynamic_shapes_inferred else "from get_dynamic_shapes()"

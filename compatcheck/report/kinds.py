@@ -82,6 +82,9 @@ KINDS: tuple[Kind, ...] = (
     Kind("unexportable-output", "an output's type is one the exporter cannot return (a library's output class, a "
          "non-tensor)", ("export", "aot_inductor", "onnx_export"), "return tensors, or register the class with pytree"),
     # TorchScript.
+    Kind("script-signature", "torch.jit.script found no overload of the op that takes the call's arguments: "
+         "TorchScript reads the op's schemas, where an argument Python defaults may be required",
+         ("jit_script",), "pass the argument the finding names, or call the function the rewrite gives"),
     Kind("unsupported-python", "torch.jit.script meets Python it does not compile", ("jit_script",),
          "rewrite the construct, or leave the stage to jit_trace or export"),
     Kind("library-not-scriptable", "a library's module in the model is not scriptable: the fix is not in your code",

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 
-from compatcheck.report.model import Finding, LeafComparison, Report, RouteStatus, StageResult, Status
+from compatcheck.report.model import Finding, LeafComparison, Report, RouteStatus, StageResult, Status, shown_error
 from compatcheck.untrusted import clean
 
 SYMBOL = {
-    Status.PASS: "✅", Status.MISMATCH: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️",
+    Status.PASS: "✅", Status.MISMATCH: "❗", Status.FAIL: "❌", Status.SKIP: "⏭️",
     Status.CRASH: "💥", Status.TIMEOUT: "⏱️", Status.BROKEN_ENV: "🔧",
     Status.INTERNAL: "🐞",
 }
@@ -92,7 +92,8 @@ def _tightest(leaf: LeafComparison) -> str:
     """The smallest atol (at the leaf's rtol) and rtol (at its atol) that pass, each where it was measured."""
     if leaf.atol is None:
         return "exact" if leaf.ok else "none: the values must be equal"
-    needed = [f"{name} {value:.1e}" for name, value in (("atol", leaf.required_atol), ("rtol", leaf.required_rtol))
+    needed = [f"{name} {value:.1e} (at {other} {fixed:g})" for name, value, other, fixed in
+              (("atol", leaf.required_atol, "rtol", leaf.rtol), ("rtol", leaf.required_rtol, "atol", leaf.atol))
               if value is not None]
     return " or ".join(needed) or "none: NaN/Inf differ"
 
@@ -111,6 +112,8 @@ def _numerics(report: Report) -> list[str]:
             held = "✅ held" if ok else "❌ broken"
             if (leaf.fp64_verdict or "").startswith("within-noise"):
                 held += " (within fp64-adjudicated noise)"
+            if ok and stage.status is not Status.PASS:  # the verdict's cause lies past the input sets' values
+                held += f" on the input sets; the verdict is {stage.status.value}: {plain(stage.reason)}"
             rows.append(f"| `{stage.name}` | {_code(name, cell=True)} | {_number(leaf.max_abs_error)} | "
                         f"{_number(leaf.max_rel_error)} | {_tolerance(leaf.atol)} | {_tolerance(leaf.rtol)} | {held} | "
                         f"{_tightest(leaf)} |")
@@ -195,7 +198,8 @@ def checklist(report: Report) -> str:
     lines += ["| stage | verdict | max abs error | max rel error | seconds | note |", "|---|---|---:|---:|---:|---|"]
     for stage in report.stages:
         lines.append(f"| `{stage.name}` | {SYMBOL[stage.status]} {stage.status.value} | "
-                     f"{_number(stage.max_abs_error)} | {_number(stage.max_rel_error)} | {stage.seconds:.1f} | "
+                     f"{_number(shown_error(stage, stage.max_abs_error))} | "
+                     f"{_number(shown_error(stage, stage.max_rel_error))} | {stage.seconds:.1f} | "
                      f"{plain(stage.reason)} |")
     lines.append("")
     swept = report.swept_summary()

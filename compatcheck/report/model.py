@@ -69,9 +69,15 @@ class Finding(BaseModel):
         return f"{self.library_file}:{self.library_line}" if self.library_file and self.library_line else None
 
     def cite(self, *, op: bool = True) -> str:
-        """The finding in a few words: kind (and op), and where: 'graph-break if at model.py:12'."""
+        """The finding in a few words: kind (and op), and where: 'graph-break on `if` at model.py:12'."""
         at = " via ".join(part for part in (self.where, self.library_where if op else None) if part)
-        return f"{self.kind}{f' {self.op}' if op and self.op else ''}" + (f" at {at}" if at else "")
+        return f"{self.kind}{f' on `{self.op}`' if op and self.op else ''}" + (f" at {at}" if at else "")
+
+
+def shown_error(stage: "StageResult", value: float | None) -> float | None:
+    """A stage's error figure as the table shows it: only where the verdict was reached by comparing values
+    (pass, mismatch); a stage that failed on one input set after matching on another shows none."""
+    return value if stage.status in (Status.PASS, Status.MISMATCH) else None
 
 
 def blocker(findings: list[Finding]) -> str | None:

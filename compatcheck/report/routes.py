@@ -15,6 +15,14 @@ def _blocker(stage: StageResult) -> str:
     return stage.findings[0].cite() if stage.findings else (stage.reason or stage.status.value)
 
 
+def _blocked(stage: StageResult, finding: str) -> str:
+    """The summary of a route blocked at `stage`: what blocks it, and the proven recipe that gets past it."""
+    proven = next((f.op for f in stage.findings if f.kind == "passes-with" and f.op
+                   and not f.message.startswith("not checked")), None)
+    said = f"blocked at {stage.name} by {finding}"
+    return f"{said}; works with {proven}, checked on every input set" if proven else said
+
+
 # Stages that say nothing of the route: skipped, or given no verdict by compatcheck's own error.
 _UNJUDGED = (Status.SKIP, Status.INTERNAL)
 
@@ -31,13 +39,13 @@ def _route(table: ladder.Route, by_name: dict) -> Route:
     if blocked is not None:
         route.status, route.stage = RouteStatus.BLOCKED, blocked.name
         route.finding = _blocker(blocked)
-        route.summary = f"blocked at {blocked.name} by {route.finding}"
+        route.summary = _blocked(blocked, route.finding)
         return route
     if not required:  # only optional stages ran: they speak for the route only when they pass
         failing = next((s for s in ran if s.status in FAILING), None)
         if failing is not None:
             route.status, route.stage, route.finding = RouteStatus.BLOCKED, failing.name, _blocker(failing)
-            route.summary = f"blocked at {failing.name} by {route.finding}"
+            route.summary = _blocked(failing, route.finding)
             return route
     warnings = [f"{s.name} {s.status.value}: {_blocker(s)}" for s in ran if s.status in FAILING]
     warnings += [f"{s.name}: {s.findings[0].cite()}" for s in ran if s.status is Status.PASS and s.findings]

@@ -1,0 +1,59 @@
+"""The line of an error that names its cause. Some tools put a line first that explains nothing (the
+TorchScript frontend's "Arguments for call are not valid.", its interpreter's "The following operation
+failed in the TorchScript interpreter.", onnxruntime's C++ file and function before its condition): each
+rule here, for one error family, rewrites such a message's lines so that the first one is the cause."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+_SCHEMA = re.compile(r"^(\w+::\w+)[.\w]*\(.*\)\s*->.*:$")
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
+_ORT_SOURCE = re.compile(r"/onnxruntime_src/\S+:\d+ |\b(?:onnxruntime|std)::[\w:<>~]+\((?:[^()]|\([^()]*\))*\)\s*")
+
+
+def _overloads(lines: list[str]) -> list[str] | None:
+    """TorchScript's frontend found no overload that takes the call's arguments: what most overloads said
+    was missing (`Argument p not provided` for `h.norm(dim=-1)`)."""
+    complaints = [(match.group(1), lines[i + 1]) for i, line in enumerate(lines[:-1])
+                  if (match := _SCHEMA.match(line))]
+    if not complaints:
+        return None
+    (op, said), _ = Counter(complaints).most_common(1)[0]
+    return [f"Arguments for call are not valid: no overload of {op} takes them; most say: {said}", *lines[1:]]
+
+
+def _interpreter(lines: list[str]) -> list[str] | None:
+    """The TorchScript interpreter restates the error it ran into last, under the TorchScript traceback (its
+    frames are the trace's, not the cause)."""
+    raised = [line for line in lines[1:] if _RAISED.match(line)]
+    return [f"the TorchScript interpreter raised {raised[-1]}"] if raised else None
+
+
+def _onnxruntime(lines: list[str]) -> list[str] | None:
+    """onnxruntime's status message names the C++ file and function before the condition that failed."""
+    cleaned = [_ORT_SOURCE.sub("", line) for line in lines]
+    return cleaned if cleaned != lines else None
+
+
+def _numpy_weakref(lines: list[str]) -> list[str] | None:
+    return [f"TorchScript cannot compile a call of numpy ({lines[0]})", *lines[1:]]
+
+
+# (what the message's first line starts with, or holds, for the family; its rule)
+RULES = (
+    ("Arguments for call are not valid", _overloads),
+    ("The following operation failed in the TorchScript interpreter", _interpreter),
+    ("[ONNXRuntimeError]", _onnxruntime),
+    ("Non-zero status code returned while running", _onnxruntime),
+    ("cannot create weak reference to 'numpy.", _numpy_weakref),
+)
+
+
+def cause_first(lines: list[str]) -> list[str]:
+    """`lines` (an error's message, stripped, without empty lines) with the line naming the cause first."""
+    for marker, rule in RULES:
+        if lines and marker in lines[0]:
+            return rule(lines) or lines
+    return lines

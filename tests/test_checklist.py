@@ -41,10 +41,10 @@ def test_header_summarizes_the_routes_and_the_ladder(written):
     _, text, _ = written
     line = line_of(MODEL, "if x.sum() > 0:")
     assert "- ✅ TorchScript (script): works" in text
-    assert (f"- ❌ TorchScript (trace): blocked at jit\\_trace by frozen-control-flow if at "
+    assert (f"- ❌ TorchScript (trace): blocked at jit\\_trace by frozen-control-flow on `if` at "
             f"data\\_dependent\\_if.py:{line}") in text
     assert "- ⏭️ torch.compile: not checked: none of its stages ran" in text
-    assert "✅ eager → ✅ jit_script → ⚠️ jit_trace → ❌ onnx_export" in text
+    assert "✅ eager → ✅ jit_script → ❗ jit_trace → ❌ onnx_export" in text
     assert "## To do: 3 items in 2 blocked stages" in text
 
 

@@ -44,7 +44,7 @@ def test_a_stage_that_fails_where_the_baseline_says_pass_is_a_new_failure(tmp_pa
     assert "new-failure: torch-2.13/item_call jit_trace" in first.stdout
     grid = (tmp_path / "out/matrix.md").read_text()
     assert "- **item_call** · `jit_trace` on **torch-2.13**: pass in the baseline, now mismatch" in grid
-    assert "| item_call | ✅ ⚠️[^1]🔻 |" in grid
+    assert "| item_call | ✅ ❗[^1]🔻 |" in grid
     junit = (tmp_path / "out/junit.xml").read_text()
     assert 'name="jit_trace"' in junit and 'type="new-failure"' in junit
     cell = json.loads((tmp_path / "out/cells/torch-2.13__item_call.json").read_text())

@@ -73,8 +73,8 @@ def test_markdown_grid_names_the_regression_its_versions_and_finding(reports):
                                  f"now mismatch with torch {torch}: frozen-constant")
     assert f"at {ITEM}: " in regression
     assert f"| model | torch-a<br>torch {torch} | torch-b<br>torch {torch} |" in text
-    assert "| item_call | ✅ ⚠️[^1] · · | ✅ ⚠️[^1]🔻 · · |" in text  # the same failure, one footnote
-    assert "| data_dependent_if | ✅ ⚠️[^2] ❌[^3] ⏭️ | ✅ ✅🔺 ❌[^3] ⏭️ |" in text
+    assert "| item_call | ✅ ❗[^1] · · | ✅ ❗[^1]🔻 · · |" in text  # the same failure, one footnote
+    assert "| data_dependent_if | ✅ ❗[^2] ❌[^3] ⏭️ | ✅ ✅🔺 ❌[^3] ⏭️ |" in text
     footnotes = {line.split(":", 1)[0]: line for line in text.splitlines() if line.startswith("[^")}
     assert footnotes["[^1]"].startswith("[^1]: `jit_trace`: frozen-constant") and ITEM in footnotes["[^1]"]
     assert footnotes["[^3]"].startswith("[^3]: `onnx_export`: ") and BRANCH in footnotes["[^3]"]

@@ -21,7 +21,7 @@ def test_every_example_model_expects_a_verdict_from_export_and_aot_inductor():
         assert {"export", "aot_inductor"} <= set(expected_verdicts(path)), path.name
 
 
-SYMBOLS = {"pass": "✅", "mismatch": "⚠️", "fail": "❌", "skip": "⏭️"}
+SYMBOLS = {"pass": "✅", "mismatch": "❗", "fail": "❌", "skip": "⏭️"}
 COLUMNS = {"fullgraph": "compile_fullgraph", "onnx": "onnx_export", "ort": "onnxruntime"}
 
 

@@ -10,6 +10,7 @@ from collections import Counter
 
 _SCHEMA = re.compile(r"^(\w+::\w+)[.\w]*\(.*\)\s*->.*:$")
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
+_CLASS = re.compile(r"^<class '(?:[\w.]+\.)?(\w+)'>: ")
 _ORT_SOURCE = re.compile(r"/onnxruntime_src/\S+:\d+ |\b(?:onnxruntime|std)::[\w:<>~]+\((?:[^()]|\([^()]*\))*\)\s*")
 
 
@@ -37,6 +38,20 @@ def _onnxruntime(lines: list[str]) -> list[str] | None:
     return cleaned if cleaned != lines else None
 
 
+def _constraints(lines: list[str]) -> list[str] | None:
+    """torch.export's constraint violation: the dims it names, then, on lines of their own, why each broke."""
+    why = [line[2:] for line in lines[1:] if line.startswith("- ")]
+    return [f"{lines[0].split('!')[0]}: {why[0]}", *why[1:]] if why else None
+
+
+def _onnx_summary(lines: list[str]) -> list[str] | None:
+    """The ONNX exporter names the step that failed and what to do next; its exception summary names the
+    error, as `<class 'package.Error'>: message`."""
+    after = lines[lines.index("## Exception summary") + 1:] if "## Exception summary" in lines else []
+    first = _CLASS.sub(r"\1: ", after[0]) if after else None
+    return [first, lines[0]] if first else None
+
+
 def _numpy_weakref(lines: list[str]) -> list[str] | None:
     return [f"TorchScript cannot compile a call of numpy ({lines[0]})", *lines[1:]]
 
@@ -48,6 +63,10 @@ RULES = (
     ("[ONNXRuntimeError]", _onnxruntime),
     ("Non-zero status code returned while running", _onnxruntime),
     ("cannot create weak reference to 'numpy.", _numpy_weakref),
+    ("Constraints violated", _constraints),
+    ("Failed to convert the exported program to an ONNX model", _onnx_summary),
+    ("Failed to export the model with torch.export", _onnx_summary),
+    ("Failed to decompose the FX graph for ONNX compatibility", _onnx_summary),
 )
 
 

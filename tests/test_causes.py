@@ -2,6 +2,8 @@
 not (compatcheck/causes.py). The oracle is a table of real errors raised by the real libraries, and the
 substring the reason must hold; one row runs the whole command, as a user would."""
 
+import io
+
 import numpy as np
 import onnxruntime
 import pytest
@@ -52,6 +54,34 @@ def _numpy_in_script():
     torch.jit.script(Numpy())
 
 
+class SizedByInt(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(int(x.shape[0]) * x.shape[1])
+
+
+class Probit(torch.nn.Module):
+    def forward(self, x):
+        return torch.special.erfinv(x)
+
+
+class Branch(torch.nn.Module):
+    def forward(self, x):
+        return x if x.sum() > 0 else -x
+
+
+def _export_constraint():
+    torch.export.export(SizedByInt(), (torch.randn(2, 3),), dynamic_shapes=({0: torch.export.Dim("batch")},))
+
+
+def _onnx_translation():
+    torch.onnx.export(Probit(), (torch.rand(3),), io.BytesIO(), dynamo=True)
+
+
+def _dynamo_unsupported():
+    torch._dynamo.reset()
+    torch.compile(Branch(), fullgraph=True, backend="eager")(torch.randn(2))
+
+
 # (family, what raises it, what the reason must hold, what it must not start with)
 CAUSES = [
     ("TorchScript frontend, no overload", _script_norm, "Argument p not provided", "RuntimeError: Arguments for call are not valid.\n"),
@@ -60,6 +90,12 @@ CAUSES = [
     ("onnxruntime status", _onnxruntime_reshape, "Status Message: input_shape_size == requested_shape_size was false",
      "/onnxruntime_src"),
     ("TorchScript frontend, numpy", _numpy_in_script, "TorchScript cannot compile a call of numpy", "TypeError: cannot"),
+    ("torch.export constraint violation", _export_constraint,
+     "Constraints violated (batch): You marked batch as dynamic but your code specialized it", "UserError: Constraints "
+     "violated (batch)! For more"),
+    ("ONNX exporter translation", _onnx_translation, "No ONNX function found for <OpOverload(op='prims.erf_inv'",
+     "ConversionError: Failed to convert"),
+    ("dynamo Unsupported", _dynamo_unsupported, "Data-dependent branching", "Unsupported: Explanation"),
 ]
 
 

@@ -71,3 +71,16 @@ def test_the_checklist_agrees_with_the_verdicts(report):
     for route in report.routes:
         assert plain(route.summary) in text
     assert SYMBOL[Status.MISMATCH] not in {SYMBOL[status] for status in Status if status is not Status.MISMATCH}
+
+
+def test_a_stage_whose_outputs_held_but_whose_verdict_is_mismatch_says_so_in_the_numerics():
+    """triton answered every input set within tolerance, alone; under load, batched with other requests,
+    it did not: the numerics row must not say only that the tolerance held."""
+    leaf = {"output": "output", "ok": True, "max_abs_error": 2.38e-07, "max_rel_error": 1e-07, "atol": 1e-05,
+            "rtol": 1e-04, "required_atol": 0.0, "required_rtol": 0.0}
+    report = Report.model_validate({"tool_version": "0", "created": "now", "stages": [
+        {"name": "triton", "status": "mismatch", "reason": "under load, batched: max abs error 0.499",
+         "input_sets": [{"index": 0, "ok": True, "leaves": [leaf]}]}]})
+    row = next(line for line in checklist(report).split("## Numerics", 1)[1].splitlines() if line.startswith("| `triton`"))
+    assert "✅ held on the input sets; the verdict is mismatch: under load, batched: max abs error 0.499" in row
+    assert "atol 0.0e+00 (at rtol 0.0001) or rtol 0.0e+00 (at atol 1e-05)" in row

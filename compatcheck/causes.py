@@ -10,6 +10,7 @@ from collections import Counter
 
 _SCHEMA = re.compile(r"^(\w+::\w+)[.\w]*\(.*\)\s*->.*:$")
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
+_UNTYPED = re.compile(r"(Only tensors .*?but instead got value of type \w+\.?)")
 _CLASS = re.compile(r"^<class '(?:[\w.]+\.)?(\w+)'>: ")
 _ORT_SOURCE = re.compile(r"/onnxruntime_src/\S+:\d+ |\b(?:onnxruntime|std)::[\w:<>~]+\((?:[^()]|\([^()]*\))*\)\s*")
 
@@ -52,6 +53,12 @@ def _onnx_summary(lines: list[str]) -> list[str] | None:
     return [first, lines[0]] if first else None
 
 
+def _tracer_type(lines: list[str]) -> list[str] | None:
+    """jit.trace prints the whole value it could not type (tensors' values and all) before saying why."""
+    why = _UNTYPED.search(" ".join(lines))
+    return [f"Tracer cannot infer the type of a value: {why.group(1)}"] if why else None
+
+
 def _numpy_weakref(lines: list[str]) -> list[str] | None:
     return [f"TorchScript cannot compile a call of numpy ({lines[0]})", *lines[1:]]
 
@@ -64,6 +71,7 @@ RULES = (
     ("Non-zero status code returned while running", _onnxruntime),
     ("cannot create weak reference to 'numpy.", _numpy_weakref),
     ("Constraints violated", _constraints),
+    ("Tracer cannot infer type of", _tracer_type),
     ("Failed to convert the exported program to an ONNX model", _onnx_summary),
     ("Failed to export the model with torch.export", _onnx_summary),
     ("Failed to decompose the FX graph for ONNX compatibility", _onnx_summary),

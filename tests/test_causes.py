@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 
 from compatcheck.errors import one_line
 from tests.conftest import ROOT, run_json
+from tests.test_verdict_causes import load
 
 
 class Norm(torch.nn.Module):
@@ -69,6 +70,11 @@ class Branch(torch.nn.Module):
         return x if x.sum() > 0 else -x
 
 
+def _trace_untyped():
+    module = load(ROOT / "tests" / "models" / "dataclass_output.py")
+    torch.jit.trace(module.get_model(), module.get_inputs()[0])
+
+
 def _export_constraint():
     torch.export.export(SizedByInt(), (torch.randn(2, 3),), dynamic_shapes=({0: torch.export.Dim("batch")},))
 
@@ -95,6 +101,8 @@ CAUSES = [
      "violated (batch)! For more"),
     ("ONNX exporter translation", _onnx_translation, "No ONNX function found for <OpOverload(op='prims.erf_inv'",
      "ConversionError: Failed to convert"),
+    ("jit.trace of an untyped output", _trace_untyped, "but instead got value of type Result", "RuntimeError: Tracer "
+     "cannot infer type of Result("),
     ("dynamo Unsupported", _dynamo_unsupported, "Data-dependent branching", "Unsupported: Explanation"),
 ]
 

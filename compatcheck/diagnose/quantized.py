@@ -56,8 +56,7 @@ def quantized_findings(stage: str, ctx, error: BaseException | None) -> list[Fin
     modules = quantized_modules(ctx.spec.model)
     if not modules or not _PACKED.search(text):
         return []
-    named = ", ".join(f"{name or 'the model'} ({cls.__module__.split('.modules')[0]}.{cls.__name__})"
-                      for name, cls in modules[:4]) + (f" and {len(modules) - 4} more" if len(modules) > 4 else "")
+    named = ", ".join(f"{name or 'the model'} ({_public(cls)})" for name, cls in modules[:4]) + (f" and {len(modules) - 4} more" if len(modules) > 4 else "")
     op = _OP.search(text)
     proven, checked = _checked(stage, ctx)
     route = (f"The route that exports a quantized model: {_ROUTE[stage]}." if proven is not False else
@@ -66,7 +65,12 @@ def quantized_findings(stage: str, ctx, error: BaseException | None) -> list[Fin
     message = (f"{stage} cannot trace eager-mode quantized modules: {named} keep their weights packed in "
                f"ScriptObjects{f' and run {op.group()}' if op else ''}. {route}")
     return [finding_at(ctx.spec.user, stage, "quantized-module", message, stack=_called_from(ctx, modules[0][0]),
-                       op=op.group() if op else modules[0][1].__name__).model_copy(update={"checked_by": checked})]
+                       op=op.group() if op else _public(modules[0][1])).model_copy(update={"checked_by": checked})]
+
+
+def _public(cls: type) -> str:
+    """The class by its public name: torch.ao.nn.quantized.dynamic.Linear."""
+    return f"{cls.__module__.split('.modules')[0]}.{cls.__name__}"
 
 
 def _called_from(ctx, name: str) -> list:

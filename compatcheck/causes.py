@@ -45,6 +45,13 @@ def _constraints(lines: list[str]) -> list[str] | None:
     return [f"{lines[0].split('!')[0]}: {why[0]}", *why[1:]] if why else None
 
 
+def _conflicts(lines: list[str]) -> list[str] | None:
+    """torch.export's conflicts between the dynamic shapes given and those tracing inferred: its header says
+    only that there are some; each line below it names a dim, what was declared and why tracing fixed it."""
+    why = [line[2:] for line in lines[1:] if line.startswith("- ")]
+    return why or None
+
+
 def _onnx_summary(lines: list[str]) -> list[str] | None:
     """The ONNX exporter names the step that failed and what to do next; its exception summary names the
     error, as `<class 'package.Error'>: message`."""
@@ -71,6 +78,7 @@ RULES = (
     ("Non-zero status code returned while running", _onnxruntime),
     ("cannot create weak reference to 'numpy.", _numpy_weakref),
     ("Constraints violated", _constraints),
+    ("Found the following conflicts between user-specified ranges and inferred ranges", _conflicts),
     ("Tracer cannot infer type of", _tracer_type),
     ("Failed to convert the exported program to an ONNX model", _onnx_summary),
     ("Failed to export the model with torch.export", _onnx_summary),

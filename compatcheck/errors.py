@@ -3,7 +3,6 @@ own (an internal error): one line and exit code 3; and how any exception is word
 report."""
 
 import re
-import textwrap
 from collections.abc import Iterator
 
 from compatcheck.causes import cause_first
@@ -40,7 +39,16 @@ def _whole_sentences(text: str, limit: int) -> str:
         if len(candidate) > limit:
             break
         kept = candidate
-    return kept or textwrap.shorten(text, limit, placeholder=" …")
+    return kept or cut(text, limit)
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, ended at a word where one ends in its second half, with "…"."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip() + "…"
 
 
 def one_line(exc: BaseException, limit: int = 240) -> str:

@@ -79,6 +79,10 @@ def _export_constraint():
     torch.export.export(SizedByInt(), (torch.randn(2, 3),), dynamic_shapes=({0: torch.export.Dim("batch")},))
 
 
+def _export_conflict():
+    torch.export.export(SizedByInt(), (torch.randn(1, 3),), dynamic_shapes=({0: torch.export.Dim.DYNAMIC},))
+
+
 def _onnx_translation():
     torch.onnx.export(Probit(), (torch.rand(3),), io.BytesIO(), dynamo=True)
 
@@ -99,6 +103,8 @@ CAUSES = [
     ("torch.export constraint violation", _export_constraint,
      "Constraints violated (batch): You marked batch as dynamic but your code specialized it", "UserError: Constraints "
      "violated (batch)! For more"),
+    ("torch.export conflict with the declared dims", _export_conflict,
+     "Received user-specified dim hint Dim.DYNAMIC", "ValueError: Found the following conflicts"),
     ("ONNX exporter translation", _onnx_translation, "No ONNX function found for <OpOverload(op='prims.erf_inv'",
      "ConversionError: Failed to convert"),
     ("jit.trace of an untyped output", _trace_untyped, "but instead got value of type Result", "RuntimeError: Tracer "

@@ -77,7 +77,7 @@ def test_eager_names_where_it_is_numerically_unstable(corpus_runs):
     eager = corpus_runs["naive_layer_norm"]["stages"][0]
     found = [f for f in eager["findings"] if f["kind"] == "numerically-unstable"]
     assert found and found[0]["op"] == "aten.sub" and "mean * mean" in found[0]["code"]
-    assert "eager itself is far from float64: numerically-unstable aten.sub" in eager["reason"]
+    assert "eager itself is far from float64: numerically-unstable on `aten.sub` at naive_layer_norm.py:" in eager["reason"]
 
 
 # The plain script, per stage: the artifact a deployer builds with the API's defaults, as a function of an

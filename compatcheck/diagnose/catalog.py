@@ -206,12 +206,13 @@ def load(user_file: str | None = None) -> Catalog:
 
 
 def told_carried(ctx, findings: list[Finding]) -> list[Finding]:
-    """Each `for` finding whose loop carries state from step to step, marked so (its own catalog entry:
-    no batching rewrite fits it)."""
+    """Each finding of a `for` loop over a dynamic dimension whose loop carries state from step to step,
+    marked so (its own catalog entry: no batching rewrite fits it). A loop whose count is a tensor's value
+    keeps its op: its rewrite (a fixed maximum of masked steps) fits a carried loop too."""
     from compatcheck.diagnose.loops import CARRIED, carried_names
 
     for finding in findings:
-        if finding.op == "for" and finding.file:
+        if finding.op == "for" and finding.kind == "dynamic-shape" and finding.file:
             names = carried_names(str(ctx.spec.user.root / finding.file), finding.line)
             if names:
                 finding.op = CARRIED

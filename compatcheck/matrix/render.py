@@ -5,8 +5,6 @@ command when CI prints matrix.md."""
 
 from __future__ import annotations
 
-import textwrap
-
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -14,6 +12,7 @@ from collections import Counter
 from datetime import datetime, timezone
 
 from compatcheck import ladder
+from compatcheck.errors import cut
 from compatcheck.matrix.baseline import Baseline, Outcome, Verdict, pinned, versions
 from compatcheck.matrix.cells import CellResult
 from compatcheck.report.markdown import SYMBOL
@@ -35,7 +34,7 @@ def inert(text: str | None) -> str:
 def short(text: str | None) -> str:
     """A note, inert, cut to NOTE_LENGTH."""
     text = inert(text)
-    return textwrap.shorten(text, NOTE_LENGTH, placeholder=" …")
+    return cut(text, NOTE_LENGTH)
 
 
 class Grid:

@@ -92,7 +92,8 @@ def _tightest(leaf: LeafComparison) -> str:
     """The smallest atol (at the leaf's rtol) and rtol (at its atol) that pass, each where it was measured."""
     if leaf.atol is None:
         return "exact" if leaf.ok else "none: the values must be equal"
-    needed = [f"{name} {value:.1e} (at {other} {fixed:g})" for name, value, other, fixed in
+    needed = [f"{name} {value:.1e}" + (f" (at {other} {fixed:g})" if fixed is not None else "")
+              for name, value, other, fixed in
               (("atol", leaf.required_atol, "rtol", leaf.rtol), ("rtol", leaf.required_rtol, "atol", leaf.atol))
               if value is not None]
     return " or ".join(needed) or "none: NaN/Inf differ"

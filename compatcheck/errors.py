@@ -43,12 +43,12 @@ def _whole_sentences(text: str, limit: int) -> str:
 
 
 def cut(text: str, limit: int) -> str:
-    """`text` in at most `limit` characters, ended at a word where one ends in its second half, with "…"."""
+    """`text` in at most `limit` characters: whole words and " …" where a word ends in its second half, else
+    cut at the limit with "…"."""
     if len(text) <= limit:
         return text
-    head = text[:limit - 1]
-    space = head.rfind(" ")
-    return (head[:space] if space > limit // 2 else head).rstrip() + "…"
+    space = text.rfind(" ", 0, limit - 1)
+    return text[:space].rstrip() + " …" if space > limit // 2 else text[:limit - 1] + "…"
 
 
 def one_line(exc: BaseException, limit: int = 240) -> str:

@@ -239,6 +239,7 @@ def run(
             model.resolve(), factory, chosen, command=["compatcheck", *sys.argv[1:]], previous=previous,
             protected=set(inputs), on_event=on_event, say=_say))
     shown = _rendered("the report on the terminal", lambda: render(report, console) or True) is not None
+    _offer_fix(report, model.resolve(), chosen.rewrites)
     written = _write_outputs(report, given, artifacts if chosen.bench else None)
     if report.interrupted:
         err.print("interrupted: the partial report was written")
@@ -248,6 +249,67 @@ def run(
              "verdict, the others stand); its traceback is the stage's error in the report and in the worker's log")
     internal = report.internal_errors or not (shown and written)
     raise typer.Exit(EXIT_INTERNAL if internal else EXIT_FAILED if report.failed else 0)
+
+
+def _offer_fix(report, model: Path, rewrites: Path | None) -> None:
+    """One line where `compatcheck fix` has a codemod that fits a finding; a failure to tell is only said."""
+    from compatcheck.fix.candidates import offer
+
+    line = _rendered("the fix offer", lambda: offer(report, model, rewrites) or "")
+    if line:
+        _say(line)
+
+
+def fix(
+    target: str = typer.Argument(
+        ..., metavar="PATH[:FACTORY]", help="The model file, and the factory if it is not get_model."),
+    given: dict = None,
+) -> None:
+    """Rewrite the model file's lines that block a stage, run every stage again on each rewrite, and show
+    the rewrites that run proves (--write applies them)."""
+    from compatcheck.files import MAX_SOURCE_BYTES, read_bounded
+    from compatcheck.fix.prove import fix as fix_model
+    from compatcheck.fix.write import write_rewrite
+    from compatcheck.options import parse
+    from compatcheck.report.console import render, render_rewrites
+    from compatcheck.session.run import RunRequest, execute
+    from compatcheck.target import check_model_path, parse_target
+
+    model, factory = parse_target(target)
+    check_model_path(model)
+    if given["write"] and os.path.realpath(model) != os.path.abspath(model):
+        raise UsageError(f"--write: {model} is reached through a link; nothing was written")
+    chosen = parse(_run_options(given), flags=True, door="cli")
+    inputs = {str(model.resolve()): "the model file"}
+    _writable_file(given["json"], "--json", inputs)
+    _writable_dir(chosen.artifacts, "--artifacts")
+    try:
+        read = read_bounded(model, MAX_SOURCE_BYTES)
+        source = read.decode()
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise UsageError(f"cannot read {model} to rewrite it: {getattr(exc, 'strerror', None) or exc}") from None
+    console = Console()
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    with console.status("running the model", spinner="dots") if not given["quiet"] else nullcontext():
+        report, offered = fix_model(RunRequest(model.resolve(), factory, chosen, command=["compatcheck", *sys.argv[1:]],
+                                               protected=set(inputs), say=_say), execute, source, _shown_path(model))
+    shown = _rendered("the report on the terminal", lambda: (render(report, console), render_rewrites(report, console)))
+    written = _write_outputs(report, {**given, "markdown": None, "junit": None, "annotations": None}, None)
+    if given["write"] and offered is not None:
+        write_rewrite(model, read, offered)
+        _say(f"wrote the offered rewrite into {model}")
+    elif given["write"]:
+        _say(f"nothing written into {model}: no rewrite was proven")
+    raise typer.Exit(EXIT_INTERNAL if report.internal_errors or not (shown and written) else
+                     EXIT_FAILED if report.failed else 0)
+
+
+def _shown_path(path: Path) -> str:
+    """The model file as a diff names it: relative to the current folder, as `patch -p0` takes it there."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path.resolve())
 
 
 def _internal_error(what: str, exc: Exception) -> None:
@@ -433,7 +495,7 @@ def make_app() -> typer.Typer:
         help="Walk a PyTorch model down the deployment ladder and say what blocks each step.",
     )
     app.callback()(_with_flags("compatcheck", version={"callback": _version, "is_eager": True})(_root))
-    for name, function in (("run", run), ("checklist", checklist), ("schema", schema),
+    for name, function in (("run", run), ("fix", fix), ("checklist", checklist), ("schema", schema),
                            ("triton-repo", triton_repo), ("matrix", matrix), ("merge", merge)):
         app.command(name, cls=Command)(_with_flags(name)(function))
     cache_app = typer.Typer(cls=Group, no_args_is_help=True, help="The result cache: what it holds, and emptying it.")

@@ -18,6 +18,7 @@ MAX_JSON_BYTES = 16 * 2**20
 MAX_JSON_DEPTH = 64
 # PyYAML parses about 0.5 MB a second: a matrix, a baseline or a rewrite catalog is a few KB.
 MAX_YAML_BYTES = 2**20
+MAX_SOURCE_BYTES = 16 * 2**20  # a model file `compatcheck fix` reads and rewrites
 # What a path that is not a regular file is, for the one line that refuses it.
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))

@@ -315,6 +315,8 @@ COMMAND_FLAGS = (
     Option("resume", bool, False, "Keep the verdicts of the --json report an interrupted run left; run the rest.",
            doors=("cli",)),
     Option("quiet", bool, False, "No progress, only the table.", doors=("cli",), short="-q"),
+    Option("write", bool, False, "Apply the offered rewrite to the model file in place: the proven rewrites "
+           "together where that was proven too, else the first proven one.", doors=("cli",), commands=("fix",)),
     Option("output", Path, None, "Write here instead of stdout.", doors=("cli",), short="-o",
            commands=("checklist",)),
     Option("output", Path, REQUIRED, "The repository folder to write (new or empty).", doors=("cli",), short="-o",
@@ -348,6 +350,15 @@ COMMAND_FLAGS = (
 )
 
 
+# `compatcheck fix` runs the ladder as `run` does, so it takes run's flags, but none that resumes a run or
+# writes for CI: what it writes is the rewritten model file.
+_NOT_FOR_FIX = ("resume", "markdown", "junit", "annotations")
+
+
 def flags_of(command: str) -> tuple[Option, ...]:
     """The flags of one command, in the order its help lists them: the run options first."""
-    return tuple(option for option in (*at("cli"), *COMMAND_FLAGS) if command in option.commands)
+    def takes(option: Option) -> bool:
+        return command in option.commands or (command == "fix" and "run" in option.commands
+                                              and option.name not in _NOT_FOR_FIX)
+
+    return tuple(option for option in (*at("cli"), *COMMAND_FLAGS) if takes(option))

@@ -43,6 +43,8 @@ class SandboxFolders(BaseModel):
 class WorkerRequest(BaseModel):
     model: str | None = Field(None, description="the model file; None for a payload or an in-process model")
     factory: str = "get_model"
+    rewritten: str | None = Field(None, description="with `compatcheck fix`: a rewritten copy of the model file, "
+                                                    "run in its place and held to the original's answers")
     payload: str | None = Field(None, description="a model object's payload file (payload.py)")
     sys_path: list[str] = Field([], description="the parent's sys.path, to import a payload's classes")
     options: dict = Field(description="RunOptions, as JSON")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.machinery
 import importlib.util
 import inspect
+import linecache
 import math
 import sys
 import traceback
@@ -24,6 +26,7 @@ from torch.utils import _pytree as pytree
 from compatcheck import snapshot
 from compatcheck.errors import UsageError
 from compatcheck.frames import UserCode
+from compatcheck.lines_run import LinesRun
 from compatcheck.nesting import refuse_deep
 from compatcheck.state import Globals
 from compatcheck.target import check_model_path
@@ -130,6 +133,14 @@ class ModelSpec:
     float32_inputs: list[InputSet] | None = None  # with `dtype`: the input sets in float32, for the float32 answers
     padding: dict[str, float] = field(default_factory=dict)  # input name -> the value samples are padded with
     batch_dim: int | dict | None = 0  # BATCH_DIM: the batch's dim of every input, or by input name
+    # With `compatcheck fix`: the original model, whose answers every stage of its rewritten copy is held to.
+    reference: Pristine | None = None
+    covered: LinesRun | None = None  # with `reference`: the lines of the model file its runs executed
+
+    def reference_copy(self) -> torch.nn.Module:
+        """A pristine copy of the model eager's answers come from: the model itself, or the original."""
+        held = self.reference or self.pristine
+        return held.copy() if held else self.model
 
     @property
     def input_sets(self) -> list[InputSet]:
@@ -147,8 +158,9 @@ class ModelSpec:
         tensor .to(device). Tensors the model keeps outside its parameters and buffers stay where they are."""
         if device == "cpu":
             return
-        if self.pristine is not None:
-            self.pristine.device = device
+        for held in (self.pristine, self.reference):
+            if held is not None:
+                held.device = device
         self.given_inputs = [one.map(lambda t: t.to(device)) for one in self.given_inputs]
         self.model = self.pristine.copy() if self.pristine is not None else self.model.to(device)
 
@@ -227,6 +239,8 @@ def cast(spec: ModelSpec, dtype_name: str) -> None:
                          f"({spec.pristine.uncopyable if spec.pristine else 'no copy'}): cast it yourself, or make "
                          "it copyable")
     spec.dtype = spec.pristine.dtype = dtype
+    if spec.reference is not None:
+        spec.reference.dtype = dtype
     spec.float32_inputs = [one.map(lambda t: t.float() if t.is_floating_point() else t) for one in spec.given_inputs]
     spec.given_inputs = cast_inputs(spec.given_inputs, dtype)
     spec.model = spec.pristine.copy()
@@ -259,9 +273,28 @@ def module_name(path: Path) -> str:
     return f"compatcheck_model_{hashlib.sha256(str(path).encode()).hexdigest()[:16]}"
 
 
-def _import(path: Path, user: UserCode):
-    name = module_name(path)
-    module_spec = importlib.util.spec_from_file_location(name, path)
+class _Rewritten(importlib.machinery.SourceFileLoader):
+    """Loads `text` (a rewritten copy of the model file) as if it were the file at `path`: its `__file__`,
+    its frames and the source lines torch reads (dynamo, TorchScript, tracebacks) are the file's."""
+
+    def __init__(self, name: str, path: str, text: str):
+        super().__init__(name, path)
+        self.text = text
+        # An entry without a modification time is never checked against the file on disk.
+        linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
+
+    def get_data(self, path: str) -> bytes:
+        return self.text.encode() if path == self.path else super().get_data(path)
+
+    def path_stats(self, path: str):
+        raise OSError("a rewritten copy has no bytecode cache")  # never read nor write the file's .pyc
+
+
+def _import(path: Path, user: UserCode, name: str | None = None, text: str | None = None):
+    """The model file as a module, registered under its name; `text` is run in its place where given."""
+    name = name or module_name(path)
+    loader = _Rewritten(name, str(path), text) if text is not None else None
+    module_spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module
     sys.path.insert(0, str(path.parent))
@@ -528,11 +561,15 @@ def resolve_batch_dims(raw, names: list[str]) -> list[int | None]:
     return [raw.get(name, 0) if isinstance(raw, dict) else raw for name in names]
 
 
-def load(path: Path, factory: str = "get_model") -> ModelSpec:
+def load(path: Path, factory: str = "get_model", rewritten: Path | None = None) -> ModelSpec:
+    """The model file's model, input sets and settings. With `rewritten` (a rewritten copy of the file, as
+    `compatcheck fix` makes) the copy's model is the one under test, loaded as if it were the file, and
+    the original's is the reference every stage, eager included, is compared with."""
     path = Path(path).resolve()
     check_model_path(path)
     user = UserCode(path)
-    module = _import(path, user)
+    original = _import(path, user, name=module_name(path) + "_original") if rewritten else None
+    module = _import(path, user, text=Path(rewritten).read_text(encoding="utf-8") if rewritten else None)
     shown = user.display(str(path))
 
     make = getattr(module, factory, None)
@@ -557,7 +594,25 @@ def load(path: Path, factory: str = "get_model") -> ModelSpec:
                     batch_dim=(getattr(module, "BATCH_DIM", 0), "BATCH_DIM"))
     spec.build_sites = build_sites
     spec.padding = _check_padding(getattr(module, "PADDING", None), spec.given_inputs[0])
+    if original is not None:
+        spec.reference, spec.covered = _reference(user, original, factory, pristine), LinesRun(vars(original))
     return spec
+
+
+def _reference(user: UserCode, original, factory: str, rewritten: Pristine) -> Pristine:
+    """The original model file's model, built under the same seed as its rewritten copy's: the copy must
+    hold the same weights, or its answers could not be held to the original's."""
+    make = getattr(original, factory, None)
+    if not callable(make):
+        raise UsageError(f"the original model file defines no function {factory}()")
+    torch.manual_seed(SEED)
+    model = _call(user, make, f"the original's {factory}()")
+    held = Pristine(model, rebuild=make)
+    differs = snapshot.differs(rewritten.original.state_dict(), held.state)
+    if differs:
+        raise UsageError(f"the rewritten model's weights are not the original's: {differs}")
+    held.globals = Globals(user)
+    return held
 
 
 INFER = "infer"  # dynamic shapes not given: every dimension that differs between input sets is dynamic

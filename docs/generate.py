@@ -186,9 +186,18 @@ class Output:
     @property
     def words(self) -> list[str]:
         words = shlex.split(self.command)
-        if words[:2] != ["compatcheck", "run"] or len(words) < 3:
-            raise ValueError(f"an output block runs `compatcheck run PATH [FLAGS]`, not {self.command!r}")
+        if words[:1] != ["compatcheck"] or words[1:2] not in (["run"], ["fix"]) or len(words) < 3:
+            raise ValueError(f"an output block runs `compatcheck run|fix PATH [FLAGS]`, not {self.command!r}")
         return words[2:]
+
+    @property
+    def fix(self) -> bool:
+        return shlex.split(self.command)[1] == "fix"
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The run behind the block, as `reports` knows it: a fix run has "fix" first."""
+        return ("fix", *self.run) if self.fix else self.run
 
     @property
     def run(self) -> tuple[str, ...]:
@@ -259,15 +268,17 @@ def other_torch(report) -> str | None:
     return None
 
 
-def fresh_report(run: tuple[str, ...]):
-    """Run `compatcheck run` as the block says, cold, and load its JSON report."""
+def fresh_report(key: tuple[str, ...]):
+    """Run `compatcheck run` (or `fix`, for a key that starts with it) as the block says, cold, and load its
+    JSON report."""
     from compatcheck.report.model import load_report
 
+    name, run = ("fix", key[1:]) if key[0] == "fix" else ("run", key)
     with tempfile.TemporaryDirectory(prefix="compatcheck-docs-") as folder:
         report_path = Path(folder) / "report.json"
         env = {**os.environ, "COLUMNS": str(WIDTH), "COMPATCHECK_CACHE_DIR": str(Path(folder) / "cache")}
-        command = [sys.executable, "-m", "compatcheck", "run", *run, "--quiet", "--json", str(report_path)]
-        print("running", shlex.join(["compatcheck", "run", *run]), file=sys.stderr, flush=True)
+        command = [sys.executable, "-m", "compatcheck", name, *run, "--quiet", "--json", str(report_path)]
+        print("running", shlex.join(["compatcheck", name, *run]), file=sys.stderr, flush=True)
         proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
         if not report_path.exists():
             raise SystemExit(f"{shlex.join(command)} wrote no report (exit {proc.returncode}):\n{proc.stderr}")
@@ -275,15 +286,17 @@ def fresh_report(run: tuple[str, ...]):
 
 
 def console_text(report, width: int = WIDTH) -> str:
-    """What `compatcheck run` prints for `report` (no progress lines), from the repository root."""
+    """What `compatcheck run` (or `fix`, for a report with rewrites) prints for `report` (no progress lines),
+    from the repository root."""
     from rich.console import Console
 
-    from compatcheck.report.console import render
+    from compatcheck.report.console import render, render_rewrites
 
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=False, color_system=None, legacy_windows=False)
     with contextlib.chdir(ROOT):
         render(report, console)
+        render_rewrites(report, console)
     return buffer.getvalue()
 
 
@@ -322,14 +335,16 @@ def _tidy(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip("\n").splitlines()) + "\n"
 
 
-SECONDS_CELL = re.compile(r"^(│(?:[^│]*│){3})[^│]*│", re.M)
+SECONDS_CELL = re.compile(r"^(│(?:[^│\n]*│){3})[^│\n]*│", re.M)
 TOTAL = re.compile(r"^total \d+(\.\d+)?s$", re.M)
+FIX_SECONDS = re.compile(r"(through every stage in )\d+(?:\.\d+)?s(, after the run's )\d+(?:\.\d+)?s")
 
 
 def normalise(text: str) -> str:
     """A block as the comparison sees it: the seconds column and the total blanked, no trailing spaces."""
     text = _tidy(text)
     text = SECONDS_CELL.sub(lambda m: m.group(1) + " … │", text)
+    text = FIX_SECONDS.sub(r"\1…s\2…s", text)
     return TOTAL.sub("total …s", text)
 
 
@@ -367,9 +382,9 @@ def update(page: Path, reports: dict, write: bool) -> list[Stale]:
             new, seen = TABLES[spec]() + "\n", lambda text: text
         else:
             output = parse_output(spec)
-            if output.run not in reports:
+            if output.key not in reports:
                 return match.group(0)
-            new, seen = block(output, reports[output.run]), normalise
+            new, seen = block(output, reports[output.key]), normalise
         if seen(body) == seen(new):
             return match.group(0)
         diff = "".join(difflib.unified_diff(seen(body).splitlines(True), seen(new).splitlines(True), "committed",
@@ -387,12 +402,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a region is out of date")
     args = parser.parse_args(argv)
-    runs = sorted({output.run for page in pages() for output in outputs(page.read_text())})
+    runs = sorted({output.key for page in pages() for output in outputs(page.read_text())})
     reports = {run: fresh_report(run) for run in runs}
     for run, report in reports.items():
         problem = other_torch(report)
         if problem:
-            raise SystemExit(f"{shlex.join(['compatcheck', 'run', *run])}: {problem}")
+            raise SystemExit(f"{shlex.join(['compatcheck', *(run if run[0] == 'fix' else ('run', *run))])}: {problem}")
     stale = [one for page in pages() for one in update(page, reports, write=not args.check)]
     for one in stale:
         print(one if args.check else f"{_shown(one.page)}: regenerated {one.region}")

@@ -43,12 +43,23 @@ class Entry(BaseModel):
                                                "rewrite is made from the user's own line")
     rewrite: str = Field(min_length=1, description="the replacement, as code")
     caveat: str | None = Field(None, description="numerical or semantic difference of the rewrite")
+    codemod: str | None = Field(None, description="a built-in codemod (compatcheck/codemods) that makes the "
+                                                  "rewrite on the user's source, for `compatcheck fix` to prove")
     status: str | None = Field(None, description="where it stands with today's versions, e.g. passes every stage")
 
     @field_validator("breaks")
     @classmethod
     def _known_stages(cls, value: list[str]) -> list[str]:
         return _known(value)
+
+    @field_validator("codemod")
+    @classmethod
+    def _known_codemod(cls, value: str | None) -> str | None:
+        from compatcheck.codemods import CODEMODS
+
+        if value is not None and value not in CODEMODS:
+            raise ValueError(f"unknown codemod {value}; codemods are: {', '.join(CODEMODS)}")
+        return value
 
     @model_validator(mode="after")
     def _matches_something(self) -> "Entry":

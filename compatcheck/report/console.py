@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from compatcheck.report.model import Report, RouteStatus, Status, shown_error
+from compatcheck.report.model import Report, RewriteStatus, RouteStatus, Status, shown_error
 from compatcheck.untrusted import clean
 
 STYLE = {
@@ -25,6 +25,8 @@ STYLE = {
 
 WIDE = 120  # columns from which the reasons fit in the table
 
+REWRITE_STYLE = {RewriteStatus.PROVEN: "green", RewriteStatus.PARTIAL: "yellow", RewriteStatus.REFUTED: "red",
+                 RewriteStatus.NOT_COVERED: "dim"}
 ROUTE_STYLE = {RouteStatus.WORKS: "green", RouteStatus.WARNS: "yellow", RouteStatus.BLOCKED: "red",
                RouteStatus.UNCHECKED: "dim"}
 
@@ -96,7 +98,9 @@ def render(report: Report, console: Console) -> None:
         elif finding.advice:
             shown_advice.add(finding.advice)
             say("    advice: " + _text(finding.advice, lines=True))
-        if finding.rewrite and finding.rewrite in shown_rewrites:
+        if finding.kind == "proven-rewrite":
+            say("    rewrite: its diff is below")
+        elif finding.rewrite and finding.rewrite in shown_rewrites:
             say("    rewrite: as above")
         elif finding.rewrite:
             shown_rewrites.add(finding.rewrite)
@@ -108,6 +112,35 @@ def render(report: Report, console: Console) -> None:
     for route in report.routes:
         say(f"route {route.name.ljust(width)}  [{ROUTE_STYLE[route.status]}]{_text(route.summary)}[/]")
     console.print(f"total {report.seconds:.1f}s")
+
+
+def render_rewrites(report: Report, console: Console) -> None:
+    """`compatcheck fix`'s rewrites: what each one's run showed, the diff of each proven one, and every
+    stage's verdict before and after each."""
+    if not report.rewrites:
+        return
+    for number, rewrite in enumerate(report.rewrites, 1):
+        style = REWRITE_STYLE[rewrite.status]
+        console.print(f"rewrite #{number} [{style}]{rewrite.status.value}[/]: {_text('; '.join(rewrite.parts))}: "
+                      f"{_text(rewrite.why)}", highlight=False, soft_wrap=True)
+        if rewrite.status is RewriteStatus.PROVEN:
+            for line in clean(rewrite.diff, lines=True).splitlines():
+                colour = "green" if line.startswith("+") else "red" if line.startswith("-") else None
+                console.print(f"[{colour}]{escape(line)}[/]" if colour else escape(line), highlight=False,
+                              soft_wrap=True)
+    seconds = sum(rewrite.seconds for rewrite in report.rewrites)
+    console.print(f"fix: {len(report.rewrites)} rewritten cop{'y' if len(report.rewrites) == 1 else 'ies'} run "
+                  f"through every stage in {seconds:.1f}s, after the run's {report.seconds:.1f}s", highlight=False)
+    table = Table(title="before → after", expand=False)
+    table.add_column("stage")
+    table.add_column("before")
+    for number in range(1, len(report.rewrites) + 1):
+        table.add_column(f"#{number}")
+    for stage in report.stages:
+        after = [rewrite.after.get(stage.name) for rewrite in report.rewrites]
+        table.add_row(stage.name, f"[{STYLE[stage.status]}]{stage.status.value}[/]",
+                      *(f"[{STYLE[one]}]{one.value}[/]" if one else "-" for one in after))
+    console.print(table)
 
 
 def render_speed(report: Report, console: Console) -> None:

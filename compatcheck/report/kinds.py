@@ -135,6 +135,10 @@ KINDS: tuple[Kind, ...] = (
          "a run", (ANY,), "create the path the finding names before the run, or run with COMPATCHECK_SANDBOX=off"),
     Kind("passes-with", "a proven recipe: the stage passes, on every input set and swept size, with a setting or "
          "call other than the plain one", (ANY,), "use the call or setting it shows"),
+    Kind("proven-rewrite", "`compatcheck fix` rewrote the model's source at the finding's line, ran every stage "
+         "again on the rewritten copy and proved it: eager's answers held on every input set and swept size, the "
+         "stage now passes and no stage that passed fails", (ANY,),
+         "apply the diff it shows (`compatcheck fix --write`)"),
 )
 
 NAMES: tuple[str, ...] = tuple(kind.name for kind in KINDS)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from compatcheck.ladder import NAMES
 from compatcheck.report.kinds import FindingKind
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 READABLE_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
@@ -242,6 +242,8 @@ class StageResult(BaseModel):
     precision: Precision | None = Field(None, description="with --dtype float16 or bfloat16: backend fidelity and "
                                                           "the distance from the float32 answers")
     load: ServedLoad | None = Field(None, description="triton: the served model under concurrent requests")
+    covered: list[int] | None = Field(None, description="with `compatcheck fix`, on the reference stage: the "
+                                                        "lines of the original model file its runs executed")
     phases: list[PhaseRecord] = Field([], description="each phase the stage ran, in order, with its budget and "
                                                       "outcome")
 
@@ -268,6 +270,26 @@ class ModelInfo(BaseModel):
     tolerance: dict = {}
 
 
+class RewriteStatus(str, Enum):
+    PROVEN = "proven"  # eager's answers held, a stage that did not pass passes, none that passed fails
+    PARTIAL = "partial"  # a stage got past its blocker and stopped at another
+    REFUTED = "refuted"  # eager's answers moved, a stage that passed fails, or nothing improved
+    NOT_COVERED = "not-covered"  # it changes a line no input set runs: these inputs cannot prove it
+
+
+class Rewrite(BaseModel):
+    """With `compatcheck fix`: one rewrite of the model file, made by a codemod and run through the ladder."""
+
+    parts: list[str] = Field(description="what it applies: 'catalog-id at file:line', one per codemod; several "
+                                         "for the combination of the proven ones")
+    status: RewriteStatus
+    why: str = Field(description="one line: what the run of the rewritten copy showed")
+    diff: str = Field(description="the unified diff against the model file")
+    unblocked: list[str] = Field([], description="the stages that did not pass before and pass on the rewritten copy")
+    after: dict[str, Status] = Field({}, description="each stage's verdict on the rewritten copy")
+    seconds: float = 0.0
+
+
 class Report(BaseModel):
     schema_version: int = SCHEMA_VERSION
     tool_version: str
@@ -279,6 +301,8 @@ class Report(BaseModel):
     stages: list[StageResult] = []
     findings: list[Finding] = []
     routes: list[Route] = Field([], description="per deployment route, whether it works; assembled from the stages")
+    rewrites: list[Rewrite] = Field([], description="with `compatcheck fix`: each rewrite a codemod made, with what "
+                                                    "running the ladder on it proved")
     seconds: float = 0.0
     workers: int = Field(0, description="worker processes started: 1 unless a stage crashed or timed out")
     interrupted: bool = False
@@ -323,7 +347,8 @@ def migrate(data: dict) -> dict:
         data = {**data, "options": options}
     if data.get("schema_version", 1) < 5:  # before --dtype and --device: the model as given, on the CPU
         data = {**data, "options": {"dtype": "float32", "device": "cpu", **data.get("options", {})}}
-    # The other versions after 3 only added keys, with defaults (6: a stage's phases; 7: its call; 8: log_cut).
+    # The other versions after 3 only added keys, with defaults (6: a stage's phases; 7: its call; 8: log_cut;
+    # 9: rewrites and covered, from `compatcheck fix`).
     return {**data, "schema_version": SCHEMA_VERSION}
 
 

@@ -92,6 +92,7 @@ class RunRequest:
     previous: Report | None = None  # the report to --resume from
     protected: set[str] = field(default_factory=set)  # input files --artifacts must never overwrite
     payload: bytes | None = None
+    rewritten: Path | None = None  # with `compatcheck fix`: a rewritten copy of `model`, run in its place
     spec: object = None
     on_event: Callable = lambda kind, stage, result: None
     say: Callable[[str], None] = lambda line: None
@@ -112,13 +113,15 @@ def execute(request: RunRequest) -> Report:
 
         load(str(options.rewrites))  # a bad catalog is a usage error now, not a failed diagnosis later
     cache = None
-    if request.chosen.cache and not options.bench:  # --bench times this machine now: never served from the cache
+    # --bench times this machine now: never served from the cache; nor is a rewritten copy, which the cache's
+    # key would take for the model file
+    if request.chosen.cache and not options.bench and request.rewritten is None:
         try:
             cache = StageCache(default_cache_dir(), request.model, request.factory, options, payload=request.payload,
                                say=request.say)
         except Unusable as exc:
             request.say(f"the result cache is not used: {exc}")
-    artifacts = request.chosen.artifacts
+    artifacts = request.chosen.artifacts if request.rewritten is None else None  # the model file's run's alone
     published = Published(artifacts) if artifacts else None  # refuses a folder another run uses
     work = WorkFolder()
     started = time.monotonic()
@@ -215,7 +218,8 @@ def _supervise(request: RunRequest, report: Report, cache: StageCache | None, wo
             payload_path = workdir / FILE_NAME
             payload_path.write_bytes(request.payload)
         runner = Supervisor(request.model, request.factory, options, workdir, event, jobs=request.chosen.jobs,
-                            done=known.done, artifacts=known.artifacts, payload=payload_path)
+                            done=known.done, artifacts=known.artifacts, payload=payload_path,
+                            rewritten=request.rewritten)
     try:
         runner.run()
     except KeyboardInterrupt:

@@ -129,8 +129,9 @@ class Supervisor:
     def __init__(self, model: Path, factory: str, options: RunOptions, workdir: Path,
                  on_event: Callable[[str, str, StageResult | None], None] | None = None, jobs: int = 1,
                  done: dict[str, StageResult] | None = None, artifacts: dict[str, str] | None = None,
-                 payload: Path | None = None):
+                 payload: Path | None = None, rewritten: Path | None = None):
         self.model = model
+        self.rewritten = rewritten  # `compatcheck fix`'s rewritten copy of the model file, run in its place
         self.factory = factory
         self.payload = payload  # a model object's payload file (payload.py), loaded instead of the model file
         self.options = options
@@ -209,7 +210,8 @@ class Supervisor:
         return process, _Messages(read_fd), box
 
     def _run_worker(self, remaining: list[str], lane: int, first: bool) -> None:
-        model = {"model": str(self.model), "factory": self.factory}
+        model = {"model": str(self.model), "factory": self.factory,
+                 "rewritten": str(self.rewritten) if self.rewritten else None}
         if self.payload:
             model.update(payload=str(self.payload), sys_path=[os.path.abspath(entry or ".") for entry in sys.path])
         with self.lock:

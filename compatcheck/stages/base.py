@@ -11,6 +11,7 @@ import reprlib
 import textwrap
 import time
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
@@ -154,13 +155,13 @@ class StageContext:
         return Tolerances(self.options.atol, self.options.rtol, self.spec.tolerance)
 
     def eager(self, input_set: InputSet, model=None):
-        with torch.no_grad():
+        with torch.no_grad(), self.spec.covered.recording() if self.spec.covered else nullcontext():
             return (model or self.spec.model)(*input_set.args, **input_set.kwargs)
 
     def _copy(self):
         """A copy of the model as the factory built it, for one run of eager: what a call leaves behind (a
         buffer it updates, a counter it bumps) never reaches another run."""
-        return self.spec.pristine.copy() if self.spec.pristine else self.spec.model
+        return self.spec.reference_copy()
 
     def seeded(self, input_set: InputSet, model, seed: int = SEEDS[0]):
         """One call of eager under `seed`, as every stage's artifact is called on every input set: each
@@ -282,7 +283,7 @@ class StageContext:
             if self.options.sweep == "off" or self.spec.dynamic_shapes is None or self.varies:
                 self._sweep = Sweep()
             else:
-                model = self.spec.pristine.copy() if self.spec.pristine else self.spec.model
+                model = self.spec.reference_copy()
 
                 def run(input_set):
                     return self.first_calls([input_set])[0] if self.kept else self.seeded(input_set, model)
@@ -321,7 +322,7 @@ class StageContext:
         the model refuses."""
         try:
             return self.first_calls([one.in_float64() for one in input_sets], make=lambda: (
-                self.spec.pristine.copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double())
+                self.spec.reference_copy() if self.spec.pristine else copy.deepcopy(self.spec.model)).double())
         except Exception as exc:
             return exc.with_traceback(None)  # the reason is kept, not its frames
 

@@ -155,7 +155,8 @@ class StageRun:
             findings=list(self.findings), recipes=list(self.recipes), timings=self.timings,
             load=self.load, sweep=self.sweep, precision=self.precision, backend=self.backend,
             max_abs_error=max(errors["abs"], default=None), max_rel_error=max(errors["rel"], default=None),
-            artifacts={k: v for k, v in self.ctx.artifacts.items() if k == self.stage.name})
+            artifacts={k: v for k, v in self.ctx.artifacts.items() if k == self.stage.name},
+            covered=sorted(covered.lines) if self.evidence.reference and (covered := self.ctx.spec.covered) else None)
 
 
 def _environment(error: BaseException | None) -> str | None:

@@ -23,7 +23,7 @@ def load_spec(request: WorkerRequest):
         return unpack(Path(request.payload), request.sys_path)
     from compatcheck.spec import load
 
-    return load(Path(request.model), request.factory)
+    return load(Path(request.model), request.factory, Path(request.rewritten) if request.rewritten else None)
 
 
 def loaded_message(spec) -> Loaded:

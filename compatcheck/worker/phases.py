@@ -85,19 +85,21 @@ def build(run) -> None:
 
 def sweep(run) -> tuple[str, str] | None:
     """The reference makes the swept input sets (within --sweep-budget); every other stage runs its
-    artifact on them."""
-    ctx = run.ctx
+    artifact on them, and so does eager where it is a rewritten copy, held to the original's answers."""
+    ctx, said = run.ctx, None
     with run.judging():
         if run.evidence.reference:
             made = ctx.swept
             if made.sets or made.caps or made.cut_short:
                 run.sweep = SweepInfo(sizes=[one.label for one in made.sets], caps=made.caps, seconds=made.seconds,
                                       cut_short=made.cut_short)
-            return ("cut-short", "--sweep-budget ran out before every size was made") if made.cut_short else None
+            said = ("cut-short", "--sweep-budget ran out before every size was made") if made.cut_short else None
+            if ctx.spec.reference is None:
+                return said
         for swept in ctx.swept.sets:
             run.step(f"on {swept.label}, a size the input sets lack")
             run.evidence.swept.append(run_swept(ctx, run.runner, swept, run.stage.flat_outputs))
-    return None
+    return said
 
 
 def load(run) -> None:

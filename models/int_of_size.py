@@ -18,8 +18,8 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "export", "kind": "dynamic-shape", "op": "int()", "line": 31},
-    {"stage": "jit_trace", "kind": "dynamic-shape", "op": "int()", "line": 31},
+    {"stage": "export", "kind": "dynamic-shape", "op": "int()", "line": 30},
+    {"stage": "jit_trace", "kind": "dynamic-shape", "op": "int()", "line": 30},
 ]
 
 

@@ -127,6 +127,17 @@ def test_a_rewrite_that_moves_the_outputs_is_refuted_with_the_output_that_moved(
 
 
 @pytest.mark.slow
+def test_a_rewrite_past_which_the_stage_stops_at_another_line_is_partial(tmp_path):
+    """int(x.size(1)) feeds a Python loop that builds the mask: without int() export gets past that line and
+    stops at the loop."""
+    _, report, _ = _fix(tmp_path, MODELS / "helper_pins_dim.py", "eager,export")
+    [partial] = report["rewrites"]
+    assert partial["status"] == "partial", partial
+    assert partial["why"].startswith("export gets past dynamic-shape on `int()` at helper_pins_dim.py:29 and stops at ")
+    assert partial["after"]["export"] == "fail" and not partial["unblocked"]
+
+
+@pytest.mark.slow
 def test_a_rewrite_of_a_branch_no_input_set_takes_is_not_covered(tmp_path):
     _, report, _ = _fix(tmp_path, FIX_MODELS / "one_branch_taken.py", "eager,compile_fullgraph")
     [unproven] = report["rewrites"]

@@ -295,6 +295,8 @@ def fix(
                                                protected=set(inputs), say=_say), execute, source, _shown_path(model))
     shown = _rendered("the report on the terminal", lambda: (render(report, console), render_rewrites(report, console)))
     written = _write_outputs(report, {**given, "markdown": None, "junit": None, "annotations": None}, None)
+    if not report.rewrites:
+        _say("fix: no finding on the model file's lines has a codemod that fits its code; nothing was rewritten")
     if given["write"] and offered is not None:
         write_rewrite(model, read, offered)
         _say(f"wrote the offered rewrite into {model}")

@@ -190,3 +190,11 @@ def test_run_says_in_one_line_what_fix_can_rewrite(tmp_path):
     lines = [line for line in proc.stderr.splitlines() if line.startswith("fix: ")]
     assert lines == ["fix: `compatcheck fix` can rewrite data-dependent-if at data_dependent_if.py:30, and offers "
                      "what running every stage again on the rewrite proves"]
+
+
+def test_fix_says_when_it_has_nothing_to_rewrite(tmp_path):
+    proc = run_cli("fix", str(MODELS / "convnet.py"), "--stages", "eager", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "fix: no finding on the model file's lines has a codemod that fits its code; nothing was rewritten" in \
+        proc.stderr
+    assert "before → after" not in proc.stdout

@@ -14,7 +14,8 @@ from compatcheck.report.model import Finding, Report
 @dataclass
 class Candidate:
     text: str  # the whole model file, rewritten
-    parts: list[str] = field(default_factory=list)  # 'catalog-id at file:line', for each finding it is for
+    parts: list[str] = field(default_factory=list)  # 'catalog-id at file:line, line', per entry it is for
+    lines: dict[str, list[int]] = field(default_factory=dict)  # catalog id -> the lines of its findings
     targets: dict[str, Finding] = field(default_factory=dict)  # stage -> the finding of that stage it is for
 
 
@@ -31,10 +32,13 @@ def candidates(report: Report, model: Path, source: str, rewrites: Path | None) 
         if text is None:
             continue
         candidate = found.setdefault(text, Candidate(text))
-        part = f"{entry.id} at {model.name}:{finding.line}"
-        if part not in candidate.parts:
-            candidate.parts.append(part)
+        lines = candidate.lines.setdefault(entry.id, [])
+        if finding.line not in lines:
+            lines.append(finding.line)
         candidate.targets.setdefault(finding.stage, finding)
+    for candidate in found.values():
+        candidate.parts = [f"{name} at {model.name}:{', '.join(map(str, sorted(lines)))}"
+                           for name, lines in candidate.lines.items()]
     return list(found.values())
 
 

@@ -269,7 +269,6 @@ def fix(
     the rewrites that run proves (--write applies them)."""
     from compatcheck.files import MAX_SOURCE_BYTES, read_bounded
     from compatcheck.fix.prove import fix as fix_model
-    from compatcheck.fix.write import write_rewrite
     from compatcheck.options import parse
     from compatcheck.report.console import render, render_rewrites
     from compatcheck.session.run import RunRequest, execute
@@ -295,15 +294,25 @@ def fix(
                                                protected=set(inputs), say=_say), execute, source, _shown_path(model))
     shown = _rendered("the report on the terminal", lambda: (render(report, console), render_rewrites(report, console)))
     written = _write_outputs(report, {**given, "markdown": None, "junit": None, "annotations": None}, None)
-    if not report.rewrites:
-        _say("fix: no finding on the model file's lines has a codemod that fits its code; nothing was rewritten")
-    if given["write"] and offered is not None:
-        write_rewrite(model, read, offered)
-        _say(f"wrote the offered rewrite into {model}")
-    elif given["write"]:
-        _say(f"nothing written into {model}: no rewrite was proven")
+    _offered(report, offered, model, read, given["write"])
     raise typer.Exit(EXIT_INTERNAL if report.internal_errors or not (shown and written) else
                      EXIT_FAILED if report.failed else 0)
+
+
+def _offered(report, offered: str | None, model: Path, read: bytes, write: bool) -> None:
+    """After fix: what it wrote into the model file with --write, or why it wrote nothing."""
+    from compatcheck.fix.write import write_rewrite
+
+    if report.interrupted:
+        _say("interrupted: the rewrites judged so far are in the report; nothing was written")
+        raise typer.Exit(130)
+    if not report.rewrites:
+        _say("fix: no finding on the model file's lines has a codemod that fits its code; nothing was rewritten")
+    if write and offered is not None:
+        write_rewrite(model, read, offered)
+        _say(f"wrote the offered rewrite into {model}")
+    elif write:
+        _say(f"nothing written into {model}: no rewrite was proven")
 
 
 def _shown_path(path: Path) -> str:

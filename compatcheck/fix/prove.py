@@ -17,22 +17,31 @@ from compatcheck.report.model import Finding, Report, Rewrite, RewriteStatus, St
 def fix(request, execute, source: str, shown: str) -> tuple[Report, str | None]:
     """Run the model (`execute(request)`, the plain run), then each rewrite its findings' codemods make of
     `source`, then the proven ones together; the report gains `rewrites` and a proven-rewrite finding per
-    stage a proven rewrite unblocks. Returns it and the file to offer: the proven rewrites together where
-    that is proven, else the first proven one, else None. `shown` is the model file as the diffs name it."""
+    proven rewrite. Returns it and the file to offer: the proven rewrites together where that is proven,
+    else the first proven one, else None. `shown` is the model file as the diffs name it. An interrupt
+    keeps the rewrites judged so far and marks the report interrupted."""
     report = execute(request)
     found = candidates(report, request.model, source, request.chosen.rewrites)
     if not found or report.interrupted:
         return report, None
     folder = Path(tempfile.mkdtemp(prefix="compatcheck-fix-"))
     try:
-        tried = [_tried(request, execute, report, source, shown, candidate, folder / str(n))
-                 for n, candidate in enumerate(found)]
+        tried = []
+        for n, candidate in enumerate(found):
+            one = _tried(request, execute, report, source, shown, candidate, folder / str(n))
+            if one is None:
+                report.interrupted = True
+                break
+            tried.append(one)
         proven = [(candidate, one) for candidate, one in zip(found, tried) if one.status is RewriteStatus.PROVEN]
         offered = proven[0][0] if proven else None
-        if len(proven) > 1:
+        if len(proven) > 1 and not report.interrupted:
             together = _together(request, execute, report, source, shown, [c for c, _ in proven], folder / "all")
-            tried.append(together[1])
-            offered = together[0] if together[1].status is RewriteStatus.PROVEN else offered
+            if together[1] is None:
+                report.interrupted = True
+            else:
+                tried.append(together[1])
+                offered = together[0] if together[1].status is RewriteStatus.PROVEN else offered
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     report.rewrites = tried
@@ -40,14 +49,17 @@ def fix(request, execute, source: str, shown: str) -> tuple[Report, str | None]:
     return report, offered.text if offered else None
 
 
-def _tried(request, execute, before: Report, source: str, shown: str, candidate: Candidate, folder: Path) -> Rewrite:
-    """One rewritten copy run through every stage the plain run ran, and judged."""
+def _tried(request, execute, before: Report, source: str, shown: str, candidate: Candidate,
+           folder: Path) -> Rewrite | None:
+    """One rewritten copy run through every stage the plain run ran, and judged; None where it was interrupted."""
     folder.mkdir()
     copy = folder / request.model.name
     copy.write_text(candidate.text, encoding="utf-8")
     started = time.monotonic()
     after = execute(type(request)(request.model, request.factory, request.chosen, command=request.command,
                                   rewritten=copy, say=request.say))
+    if after.interrupted:
+        return None
     status, why, unblocked = judged(before, after, candidate.targets, changed_statements(source, candidate.text))
     return Rewrite(parts=candidate.parts, status=status, why=why, diff=unified(source, candidate.text, shown),
                    unblocked=unblocked, after={stage.name: stage.status for stage in after.stages},
@@ -55,7 +67,7 @@ def _tried(request, execute, before: Report, source: str, shown: str, candidate:
 
 
 def _together(request, execute, before: Report, source: str, shown: str, proven: list[Candidate],
-              folder: Path) -> tuple[Candidate | None, Rewrite]:
+              folder: Path) -> tuple[Candidate | None, Rewrite | None]:
     """The proven rewrites made into one file and run once: offered together only if that run proves it too."""
     parts = [part for candidate in proven for part in candidate.parts]
     text = combined(source, [candidate.text for candidate in proven])

@@ -132,17 +132,42 @@ def _first_divergent_op(stage: str, ctx, index: int, providers: list[str]):
             f"input set {index + 1} differs from eager; the search for the first divergent op failed: {one_line(exc)}",
         )
     if found is None:
-        return finding_at(ctx.spec.user,
-            stage, "numeric-divergence",
-            f"input set {index + 1} differs from eager, but no intermediate value does once each is a graph output; "
-            "the outputs keep onnxruntime from fusing nodes, so try graph_optimization_level ORT_DISABLE_ALL",
-        )
+        finding = finding_at(ctx.spec.user, stage, "numeric-divergence",
+                             f"input set {index + 1} differs from eager, but no intermediate value does once each is "
+                             f"a graph output; {_optimizer_said(ctx, index, providers)}")
+        finding.checked_by = "the session ran again with graph_optimization_level ORT_DISABLE_ALL"
+        return finding
     node = found.fx_node
     op = str(node.target).removesuffix(".default")
     error = f"max abs error {found.max_abs_error:.3g}" if found.max_abs_error is not None else found.problem
     message = (f"first divergent op on input set {index + 1}: {op} ({error}); every value before it matches. "
                f"onnxruntime computes it with {', '.join(found.onnx_ops)}")
     return finding_at(ctx.spec.user, stage, "numeric-divergence", message, op=op, stack=node.meta.get("stack_trace") or "")
+
+
+def _optimizer_said(ctx, index: int, providers: list[str]) -> str:
+    """Whether onnxruntime's graph optimizer makes the difference, checked: input set `index` run again in a
+    session with every optimization off, compared with eager as the stage compares."""
+    import onnxruntime
+
+    from compatcheck.compare import compare_outputs
+    from compatcheck.onnxruntime_session import feeds
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = onnxruntime.InferenceSession(ctx.artifacts["onnx_export"], options, providers=providers)
+        outputs = session.run(None, feeds(session, ctx.spec.input_sets[index]))
+        leaves, _ = compare_outputs(ctx.reference[index], outputs, ctx.tolerances, flat=True,
+                                    fp64=lambda: ctx.fp64(index))
+    except Exception as exc:  # the finding stands without the check; it says the check did not run
+        return f"whether onnxruntime's optimizer is the cause was not checked ({one_line(exc)})"
+    if leaves and all(leaf.ok for leaf in leaves):
+        return ("with graph_optimization_level ORT_DISABLE_ALL it matches eager: onnxruntime's graph optimizer "
+                "makes the difference (SessionOptions.graph_optimization_level avoids it)")
+    return ("with graph_optimization_level ORT_DISABLE_ALL it differs too, so onnxruntime's graph optimizer is not "
+            "the cause: look at the exported graph")
 
 
 @with_rewrites

@@ -19,18 +19,21 @@ def _single(block) -> libcst.BaseSmallStatement | None:
     return smalls[0] if len(smalls) == 1 else None
 
 
+def _where(test, taken, other) -> libcst.Call:
+    return libcst.Call(libcst.parse_expression("torch.where"),
+                       [libcst.Arg(test), libcst.Arg(taken), libcst.Arg(other)])
+
+
 def _chosen(test, taken, other) -> libcst.BaseSmallStatement | None:
     """The statement both branches become: a return of, or an assignment of one name to, torch.where."""
     if None in (taken, other) or type(taken) is not type(other):
         return None
-    where = lambda a, b: libcst.Call(libcst.parse_expression("torch.where"),  # noqa: E731
-                                     [libcst.Arg(test), libcst.Arg(a), libcst.Arg(b)])
     if isinstance(taken, libcst.Return) and taken.value is not None and other.value is not None:
-        return taken.with_changes(value=where(taken.value, other.value))
+        return taken.with_changes(value=_where(test, taken.value, other.value))
     if isinstance(taken, libcst.Assign) and len(taken.targets) == len(other.targets) == 1:
         name, other_name = taken.targets[0].target, other.targets[0].target
         if isinstance(name, libcst.Name) and isinstance(other_name, libcst.Name) and name.value == other_name.value:
-            return taken.with_changes(value=where(taken.value, other.value))
+            return taken.with_changes(value=_where(test, taken.value, other.value))
     return None
 
 

@@ -11,7 +11,7 @@ from compatcheck.codemods._tree import dotted, enclosing, imports_module
 _SAME = ("abs sqrt exp log log1p expm1 log2 log10 sin cos tan tanh sign floor ceil round square reciprocal "
          "maximum minimum where mean sum prod amax amin argmax argmin cumsum isnan isinf isfinite logical_and "
          "logical_or logical_not matmul").split()
-# numpy's function -> torch's, where the name differs
+# numpy's function -> torch's (most keep their name)
 FUNCTIONS = {**{name: name for name in _SAME}, "absolute": "abs", "clip": "clamp", "max": "amax", "min": "amin",
              "arctan": "atan", "arcsin": "asin", "arccos": "acos", "negative": "neg", "power": "pow",
              "multiply": "mul", "add": "add", "subtract": "sub", "divide": "div", "std": "std", "var": "var"}

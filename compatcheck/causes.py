@@ -39,17 +39,21 @@ def _onnxruntime(lines: list[str]) -> list[str] | None:
     return cleaned if cleaned != lines else None
 
 
+def _bullets(lines: list[str]) -> list[str]:
+    """The lines after the first that torch.export writes as a list ("- ..."), without the dash."""
+    return [line[2:] for line in lines[1:] if line.startswith("- ")]
+
+
 def _constraints(lines: list[str]) -> list[str] | None:
     """torch.export's constraint violation: the dims it names, then, on lines of their own, why each broke."""
-    why = [line[2:] for line in lines[1:] if line.startswith("- ")]
+    why = _bullets(lines)
     return [f"{lines[0].split('!')[0]}: {why[0]}", *why[1:]] if why else None
 
 
 def _conflicts(lines: list[str]) -> list[str] | None:
     """torch.export's conflicts between the dynamic shapes given and those tracing inferred: its header says
     only that there are some; each line below it names a dim, what was declared and why tracing fixed it."""
-    why = [line[2:] for line in lines[1:] if line.startswith("- ")]
-    return why or None
+    return _bullets(lines) or None
 
 
 def _onnx_summary(lines: list[str]) -> list[str] | None:

@@ -58,13 +58,16 @@ def read_yaml_text(path: Path) -> str:
         raise ValueError(f"it is not UTF-8 text (byte {exc.start})") from None
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename, so no reader sees half a file."""
+def write_atomically(path: Path, text: str, *, mode: int | None = None, encoding: str | None = None) -> None:
+    """Write via a temporary file in the same folder and rename, so no reader sees half a file; with `mode`,
+    the new file has it. The rename replaces the name: a link put there is replaced, never followed."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding=encoding) as f:
             f.write(text)
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -268,20 +268,24 @@ def other_torch(report) -> str | None:
     return None
 
 
+def command_of(key: tuple[str, ...]) -> list[str]:
+    """The command behind a block's key (Output.key): `compatcheck fix ...` or `compatcheck run ...`."""
+    return ["compatcheck", *key] if key[0] == "fix" else ["compatcheck", "run", *key]
+
+
 def fresh_report(key: tuple[str, ...]):
-    """Run `compatcheck run` (or `fix`, for a key that starts with it) as the block says, cold, and load its
-    JSON report."""
+    """Run the block's command (`compatcheck run`, or `fix`) as the block says, cold, and load its JSON
+    report."""
     from compatcheck.report.model import load_report
 
-    name, run = ("fix", key[1:]) if key[0] == "fix" else ("run", key)
     with tempfile.TemporaryDirectory(prefix="compatcheck-docs-") as folder:
         report_path = Path(folder) / "report.json"
         env = {**os.environ, "COLUMNS": str(WIDTH), "COMPATCHECK_CACHE_DIR": str(Path(folder) / "cache")}
-        command = [sys.executable, "-m", "compatcheck", name, *run, "--quiet", "--json", str(report_path)]
-        print("running", shlex.join(["compatcheck", name, *run]), file=sys.stderr, flush=True)
-        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        command_line = [sys.executable, "-m", *command_of(key), "--quiet", "--json", str(report_path)]
+        print("running", shlex.join(command_of(key)), file=sys.stderr, flush=True)
+        proc = subprocess.run(command_line, cwd=ROOT, env=env, capture_output=True, text=True)
         if not report_path.exists():
-            raise SystemExit(f"{shlex.join(command)} wrote no report (exit {proc.returncode}):\n{proc.stderr}")
+            raise SystemExit(f"{shlex.join(command_line)} wrote no report (exit {proc.returncode}):\n{proc.stderr}")
         return load_report(report_path)
 
 
@@ -407,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     for run, report in reports.items():
         problem = other_torch(report)
         if problem:
-            raise SystemExit(f"{shlex.join(['compatcheck', *(run if run[0] == 'fix' else ('run', *run))])}: {problem}")
+            raise SystemExit(f"{shlex.join(command_of(run))}: {problem}")
     stale = [one for page in pages() for one in update(page, reports, write=not args.check)]
     for one in stale:
         print(one if args.check else f"{_shown(one.page)}: regenerated {one.region}")

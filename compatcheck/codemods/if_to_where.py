@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst
 
-from compatcheck.codemods._tree import at_line, imports_module
+from compatcheck.codemods._tree import at_line, imported_as
 
 
 def _single(block) -> libcst.BaseSmallStatement | None:
@@ -68,7 +68,7 @@ class _Merge(libcst.CSTTransformer):
 
 
 def rewrite(module: libcst.Module, line: int) -> libcst.Module | None:
-    if not imports_module(module, "torch"):
+    if "torch" not in imported_as(module, "torch"):
         return None
     wrapper, found = at_line(module, line, (libcst.If,))
     if len(found) != 1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst
 
-from compatcheck.codemods._tree import dotted, enclosing, imports_module
+from compatcheck.codemods._tree import dotted, enclosing, imported_as
 
 _SAME = ("abs sqrt exp log log1p expm1 log2 log10 sin cos tan tanh sign floor ceil round square reciprocal "
          "maximum minimum where mean sum prod amax amin argmax argmin cumsum isnan isinf isfinite logical_and "
@@ -119,19 +119,9 @@ class _Rewrite(libcst.CSTTransformer):
         return libcst.Call(libcst.parse_expression("torch.as_tensor"), [first.with_changes(comma=libcst.MaybeSentinel.DEFAULT), *rest])
 
 
-def _numpy_names(module: libcst.Module) -> set[str]:
-    names = set()
-    for statement in module.body:
-        for small in statement.body if isinstance(statement, libcst.SimpleStatementLine) else ():
-            if isinstance(small, libcst.Import):
-                names |= {(alias.asname.name.value if alias.asname else "numpy") for alias in small.names
-                          if dotted(alias.name) == "numpy"}
-    return names
-
-
 def rewrite(module: libcst.Module, line: int) -> libcst.Module | None:
-    numpy = _numpy_names(module)
-    if not numpy or not imports_module(module, "torch"):
+    numpy = imported_as(module, "numpy")
+    if not numpy or "torch" not in imported_as(module, "torch"):
         return None
     wrapper, function = enclosing(module, line, libcst.FunctionDef)
     if function is None:

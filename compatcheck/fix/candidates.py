@@ -15,7 +15,6 @@ from compatcheck.report.model import Finding, Report
 class Candidate:
     text: str  # the whole model file, rewritten
     parts: list[str] = field(default_factory=list)  # 'catalog-id at file:line, line', per entry it is for
-    lines: dict[str, list[int]] = field(default_factory=dict)  # catalog id -> the lines of its findings
     targets: dict[str, Finding] = field(default_factory=dict)  # stage -> the finding of that stage it is for
 
 
@@ -24,6 +23,7 @@ def candidates(report: Report, model: Path, source: str, rewrites: Path | None) 
     order of the findings; findings that a codemod rewrites the same way share one candidate."""
     catalog = load(str(rewrites) if rewrites else None)
     found: dict[str, Candidate] = {}
+    lines: dict[str, dict[str, set[int]]] = {}  # rewritten text -> catalog id -> the lines of its findings
     for finding in report.findings:
         if finding.file != model.name or not finding.line or finding.library_file:
             continue  # only the model file's own lines are ever rewritten
@@ -31,14 +31,10 @@ def candidates(report: Report, model: Path, source: str, rewrites: Path | None) 
         text = rewrite(entry.codemod, source, finding.line) if entry is not None and entry.codemod else None
         if text is None:
             continue
-        candidate = found.setdefault(text, Candidate(text))
-        lines = candidate.lines.setdefault(entry.id, [])
-        if finding.line not in lines:
-            lines.append(finding.line)
-        candidate.targets.setdefault(finding.stage, finding)
-    for candidate in found.values():
-        candidate.parts = [f"{name} at {model.name}:{', '.join(map(str, sorted(lines)))}"
-                           for name, lines in candidate.lines.items()]
+        found.setdefault(text, Candidate(text)).targets.setdefault(finding.stage, finding)
+        lines.setdefault(text, {}).setdefault(entry.id, set()).add(finding.line)
+    for text, candidate in found.items():
+        candidate.parts = [f"{name} at {model.name}:{', '.join(map(str, sorted(at)))}" for name, at in lines[text].items()]
     return list(found.values())
 
 

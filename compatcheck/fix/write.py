@@ -4,11 +4,10 @@ run read: never through a link, never over a file changed since."""
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from compatcheck.errors import UsageError
-from compatcheck.files import read_bounded
+from compatcheck.files import read_bounded, write_atomically
 
 
 def write_rewrite(model: Path, read: bytes, text: str) -> None:
@@ -23,12 +22,4 @@ def write_rewrite(model: Path, read: bytes, text: str) -> None:
         now = None
     if now != read:
         raise UsageError(f"--write: {model} changed since the run read it; nothing was written (run fix again)")
-    fd, temporary = tempfile.mkstemp(prefix=f".{given.name}.", dir=given.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(temporary, os.stat(given).st_mode & 0o7777)
-        os.replace(temporary, given)  # replaces the name: a link put there meanwhile is replaced, not followed
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(given, text, mode=os.stat(given).st_mode & 0o7777, encoding="utf-8")

@@ -80,6 +80,18 @@ def feeds(session, input_set) -> dict:
     return dict(zip(names, arrays))
 
 
+def session_options(**settings):
+    """SessionOptions as every session compatcheck makes has them: onnxruntime's own log quiet (what goes
+    wrong is reported as findings), then `settings` (SessionOptions attributes)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    for name, value in settings.items():
+        setattr(options, name, value)
+    return options
+
+
 def upcast_ops(path: str, session_providers: list[str]) -> list[str]:
     """The op types onnxruntime computes in float32 in a graph that asks for float16 or bfloat16: its
     optimizer wraps the nodes it has no kernel of that type for in Cast nodes. Read from the graph it
@@ -91,9 +103,7 @@ def upcast_ops(path: str, session_providers: list[str]) -> list[str]:
     import onnxruntime
 
     with tempfile.TemporaryDirectory() as folder:
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
-        options.optimized_model_filepath = str(Path(folder) / "optimized.onnx")
+        options = session_options(optimized_model_filepath=str(Path(folder) / "optimized.onnx"))
         onnxruntime.InferenceSession(path, options, providers=session_providers)
         optimized = onnx.load(options.optimized_model_filepath)
     computed = _float32_ops(optimized)

@@ -18,7 +18,7 @@ from torch.utils import _pytree as pytree
 
 from compatcheck.compare import compare_leaf
 from compatcheck.diagnose.onnx_nodes import fx_node_name
-from compatcheck.onnxruntime_session import feeds
+from compatcheck.onnxruntime_session import feeds, session_options
 
 
 @dataclass
@@ -64,9 +64,7 @@ def _onnx_values(model: onnx.ModelProto, input_set, providers: list[str]) -> dic
             if name and name not in outputs:
                 model.graph.output.append(onnx.ValueInfoProto(name=name))
                 outputs.add(name)
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=providers)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), session_options(), providers=providers)
     names = [output.name for output in session.get_outputs()]
     return dict(zip(names, session.run(None, feeds(session, input_set))))
 

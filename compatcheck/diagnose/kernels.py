@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from compatcheck.diagnose.onnx_nodes import bind, elem_types, plain, type_string
+from compatcheck.onnxruntime_session import session_options
 
 
 @dataclass
@@ -48,10 +49,9 @@ def _loads_alone(model: onnx.ModelProto, node: onnx.NodeProto, elems: dict[str, 
     graph = onnx.helper.make_graph([node], "preflight", [value(n) for n in node.input if n],
                                    [value(n) for n in node.output if n])
     alone = onnx.helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 4
     try:
-        onnxruntime.InferenceSession(alone.SerializeToString(), options, providers=list(providers))
+        onnxruntime.InferenceSession(alone.SerializeToString(), session_options(log_severity_level=4),
+                                     providers=list(providers))
     except Exception as exc:
         return str(exc).strip()
     return None

@@ -151,11 +151,9 @@ def _optimizer_said(ctx, index: int, providers: list[str]) -> str:
     import onnxruntime
 
     from compatcheck.compare import compare_outputs
-    from compatcheck.onnxruntime_session import feeds
+    from compatcheck.onnxruntime_session import feeds, session_options
 
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options = session_options(graph_optimization_level=onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL)
     try:
         session = onnxruntime.InferenceSession(ctx.artifacts["onnx_export"], options, providers=providers)
         outputs = session.run(None, feeds(session, ctx.spec.input_sets[index]))

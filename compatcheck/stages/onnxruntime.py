@@ -3,7 +3,8 @@ device (--device cuda: TensorRT where present, CUDA, then the CPU); the backend 
 
 from __future__ import annotations
 
-from compatcheck.onnxruntime_session import feeds, nodes_by_provider, profiled, providers, unavailable
+from compatcheck.onnxruntime_session import (feeds, nodes_by_provider, profiled, providers, session_options,
+                                             unavailable)
 from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding
 from compatcheck.stages.base import Stage, StageContext
@@ -25,8 +26,7 @@ class OnnxRuntime(Stage):
     def build(self, ctx: StageContext):
         import onnxruntime
 
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
+        options = session_options()
         profiled(options, ctx.artifact_dir or ctx.workdir)
         self.asked = providers(ctx.options.device)
         self.session = onnxruntime.InferenceSession(ctx.artifacts["onnx_export"], options, providers=self.asked)

@@ -19,7 +19,7 @@ EXPECTED = {
 
 # The findings tests/test_findings.py asserts: stage, kind, op and the line they point at.
 EXPECTED_FINDINGS = [
-    {"stage": "onnxruntime", "kind": "numeric-divergence", "op": "aten.scaled_dot_product_attention", "line": 39},
+    {"stage": "onnxruntime", "kind": "export-divergence", "op": "aten.scaled_dot_product_attention", "line": 39},
 ]
 
 

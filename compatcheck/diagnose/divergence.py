@@ -2,14 +2,19 @@
 
 An export can pass the checker and run, and still be wrong. To find where, the model is exported
 again (the same call, so the ONNX values carry the names of the FX nodes they come from), every
-intermediate value is made a graph output and computed by onnxruntime, the exported program is
-run node by node in torch, and the values are compared in graph order: the first one that
-differs names the FX node, and its stack trace the user's line.
+intermediate value is computed by onnxruntime (each made a graph output) or by the reference
+evaluator, the exported program is run node by node in torch, and the values are compared in graph
+order: the first one that differs names the FX node, and its stack trace the user's line.
+
+torch.onnx.verification.verify_onnx_program compares every value too, but always in onnxruntime:
+it cannot tell onnxruntime's error from the exporter's. Here the values come from either oracle
+(`values_of`), so a node onnx.reference computes otherwise than eager blames the exporter.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import onnx
@@ -69,23 +74,34 @@ def _onnx_values(model: onnx.ModelProto, input_set, providers: list[str]) -> dic
     return dict(zip(names, session.run(None, feeds(session, input_set))))
 
 
-def first_divergence(ctx, index: int, providers: list[str]) -> Divergence | None:
-    """Where input set `index` first differs between onnxruntime and the exported program."""
+def runtime_values(providers: list[str]) -> Callable[[onnx.ModelProto, object], dict[str, np.ndarray]]:
+    """Every value of a graph computed by onnxruntime with `providers`, for first_divergence."""
+    return lambda model, input_set: _onnx_values(model, input_set, providers)
+
+
+def first_divergence(ctx, index: int, values_of) -> Divergence | None:
+    """Where input set `index` first differs between the ONNX values `values_of(model, input_set)` gives
+    (runtime_values, or onnx_reference.reference_values) and the exported program."""
     program = _export(ctx)
-    input_set = ctx.spec.input_sets[index]
-    expected = _torch_values(program.exported_program, input_set)
-    actual = _onnx_values(program.model_proto, input_set, providers)
-    fx_nodes = {node.name: node for node in program.exported_program.graph.nodes}
-    resolve = ctx.tolerances
-    for node in program.model_proto.graph.node:
+    return diverging(program.exported_program, program.model_proto, ctx.spec.input_sets[index], ctx.tolerances,
+                     values_of)
+
+
+def diverging(program, model: onnx.ModelProto, input_set, tolerances, values_of) -> Divergence | None:
+    """The first value of `model`, in graph order, that differs from the value of the FX node of `program`
+    it carries the name of, on `input_set`; None where every one matches."""
+    expected = _torch_values(program, input_set)
+    actual = values_of(model, input_set)
+    fx_nodes = {node.name: node for node in program.graph.nodes}
+    for node in model.graph.node:
         for name in node.output:
             if name not in expected or name not in actual or name not in fx_nodes:
                 continue
             want = expected[name].detach().cpu()
-            atol, rtol = resolve.resolve("", want.dtype)  # the model-wide tolerance: FX names are not output names
+            atol, rtol = tolerances.resolve("", want.dtype)  # the model-wide tolerance: FX names are not output names
             leaf = compare_leaf(name, want, actual[name], atol, rtol)
             if not leaf.ok:
-                ops = [n.op_type for n in program.model_proto.graph.node if fx_node_name(n) == name]
+                ops = [n.op_type for n in model.graph.node if fx_node_name(n) == name]
                 return Divergence(fx_nodes[name], list(dict.fromkeys(ops)) or [node.op_type],
                                   leaf.max_abs_error, leaf.problem or "differs")
     return None

@@ -7,18 +7,25 @@ import re
 
 import onnx
 
+from compatcheck.deadline import within
 from compatcheck.diagnose.catalog import with_rewrites
+from compatcheck.diagnose.divergence import runtime_values
+from compatcheck.diagnose.dynamo import budget
 from compatcheck.diagnose.errors import error_finding
+from compatcheck.diagnose.found import finding_at, plain
 from compatcheck.diagnose.onnx_nodes import named_node, node_finding
+from compatcheck.diagnose.ort_optimizer import LEVELS, optimizer_check
 from compatcheck.errors import one_line
 from compatcheck.ladder import BY_NAME
 from compatcheck.onnxruntime_session import providers
-from compatcheck.diagnose.found import finding_at
 
 # A bfloat16 graph on a provider with kernels of other types only: the catalog's float64 advice does not fit.
 REDUCED_REWRITE = ("# the provider has no bfloat16 kernel for it: deploy float16 (or float32) to it\n"
                    "model = model.half()  # check it first: compatcheck run model.py --dtype float16")
 _MISSING = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
+# onnxruntime's load errors for a file newer than it reads (parsed, so no table of releases goes stale).
+_IR_VERSION = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
+_OPSET = re.compile(r"Opset (\d+) is under development.*?support for domain (\S+) is till opset (\d+)", re.S)
 
 
 def _missing_kernels(stage: str, ctx, model: onnx.ModelProto, providers: list[str]) -> list:
@@ -106,7 +113,7 @@ def _divergence_findings(stage: str, ctx, session, providers: list[str]) -> list
     index = first_value_mismatch(ctx)  # an op can only be blamed for values, not for the outputs' structure
     if index is None:
         return []
-    finding = _first_divergent_op(stage, ctx, index, providers)
+    finding = _blamed(stage, ctx, index, providers)
     try:
         where = _where_outputs_differ(ctx, session, index)
     except Exception:  # where they differ adds to the finding; the mismatch stands without it
@@ -116,62 +123,150 @@ def _divergence_findings(stage: str, ctx, session, providers: list[str]) -> list
     return [finding]
 
 
-def _first_divergent_op(stage: str, ctx, index: int, providers: list[str]):
+def _blamed(stage: str, ctx, index: int, providers: list[str]):
+    """Who makes input set `index` differ, the cheapest check first: onnxruntime's optimizer (a lower level
+    answers as eager does), the exporter (the reference evaluator differs from eager too), else onnxruntime
+    itself (its first node that differs). Within the diagnosis budget; what was checked before it ran out
+    is said."""
+    checked: list[str] = []
+    with within(2 * budget(ctx) + 10) as timer:
+        said = optimizer_check(ctx, index, providers)
+        checked.append(f"the session built again at {', '.join(LEVELS[:-1])}, each run on every input set")
+        if said.avoids:
+            return _optimizer_finding(stage, index, said, providers, checked)
+        oracle = _reference_says(ctx, index)
+        checked.append(f"input set {index + 1} run in onnx.reference" if isinstance(oracle, bool) else
+                       f"onnx.reference not run: {oracle}")
+        if oracle is False:
+            return _exporter_finding(stage, ctx, index, checked)
+        finding = _first_divergent_op(stage, ctx, index, runtime_values(providers), "onnxruntime computes it with")
+    if timer.expired:
+        finding = finding_at(ctx.spec.user, stage, "numeric-divergence",
+                             f"input set {index + 1} differs from eager; who is to blame was not settled: "
+                             "--diagnose-budget ran out")
+    elif oracle is True:
+        finding.message = (f"onnxruntime computes the graph otherwise than ONNX's reference evaluator "
+                           f"(onnx.reference), which answers input set {index + 1} as eager does, at every "
+                           f"optimization level: onnxruntime's kernels are the cause, not the exporter. "
+                           f"{_sentence(finding.message)}")
+    finding.checked_by = "; ".join(checked) or None
+    return finding
+
+
+def _reference_says(ctx, index: int) -> bool | str:
+    """Whether onnx.reference answers input set `index` as eager does, or why it was not run."""
+    from compatcheck.diagnose.onnx_reference import Unfit, reference_outputs
+    from compatcheck.diagnose.replay import as_eager
+
+    try:
+        model = onnx.load(ctx.artifacts["onnx_export"])
+        return as_eager(ctx, index, reference_outputs(model, ctx.spec.input_sets[index]))
+    except Unfit as exc:
+        return str(exc)
+
+
+def _optimizer_finding(stage: str, index: int, said, providers: list[str], checked: list[str]):
+    fused = f", where it makes {', '.join(said.fused)}" if said.fused else ""
+    message = (f"onnxruntime's graph optimizer makes the difference, not the model's ops: at {said.avoids} every "
+               f"input set answers as eager does; {said.brings} brings the difference on input set {index + 1}"
+               f"{fused}. Below {said.brings}, the session leaves those rewrites out.")
+    rewrite = ("import onnxruntime\noptions = onnxruntime.SessionOptions()\n"
+               f"options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.{said.avoids}\n"
+               f"session = onnxruntime.InferenceSession('model.onnx', options, providers={providers!r})")
+    return plain(stage, "runtime-optimizer", message, op=said.brings, rewrite=rewrite,
+                 checked_by="; ".join(checked + said.tried))
+
+
+def _exporter_finding(stage: str, ctx, index: int, checked: list[str]):
+    from compatcheck.diagnose.onnx_reference import reference_values
+
+    finding = _first_divergent_op(stage, ctx, index, reference_values, "the exporter translated it into")
+    finding.kind, finding.checked_by = "export-divergence", "; ".join(checked)
+    head = (f"the exported graph means something else than eager computed: ONNX's reference evaluator "
+            f"(onnx.reference) differs from eager on input set {index + 1} as onnxruntime does, so the export is "
+            "the cause, not onnxruntime.")
+    if finding.op is None and ctx.previous.get("onnx_export") in ("mismatch", "fail"):
+        finding.message = (f"{head} The exported program the graph was translated from differs from eager there "
+                           "too: torch.export's capture is the cause, not the ONNX translation (onnx_export's finding)")
+    else:
+        finding.message = f"{head} {_sentence(finding.message)}"
+    return finding
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _first_divergent_op(stage: str, ctx, index: int, values_of, made: str):
+    """The first op whose value, as `values_of` computes the graph, differs from the exported program's."""
     from compatcheck.diagnose.divergence import first_divergence
 
     if ctx.options.onnx_exporter != "dynamo":
-        return finding_at(ctx.spec.user,
-            stage, "numeric-divergence",
-            f"input set {index + 1} differs from eager; finding the first divergent op needs the dynamo exporter",
-        )
+        return finding_at(ctx.spec.user, stage, "numeric-divergence",
+                          f"input set {index + 1} differs from eager; finding the first divergent op needs the "
+                          "dynamo exporter")
     try:
-        found = first_divergence(ctx, index, providers)
+        found = first_divergence(ctx, index, values_of)
     except Exception as exc:  # the search exports and runs again; the mismatch stands without it
-        return finding_at(ctx.spec.user,
-            stage, "numeric-divergence",
-            f"input set {index + 1} differs from eager; the search for the first divergent op failed: {one_line(exc)}",
-        )
+        return finding_at(ctx.spec.user, stage, "numeric-divergence",
+                          f"input set {index + 1} differs from eager; the search for the first divergent op "
+                          f"failed: {one_line(exc)}")
     if found is None:
-        finding = finding_at(ctx.spec.user, stage, "numeric-divergence",
-                             f"input set {index + 1} differs from eager, but no intermediate value does once each is "
-                             f"a graph output; {_optimizer_said(ctx, index, providers)}")
-        finding.checked_by = "the session ran again with graph_optimization_level ORT_DISABLE_ALL"
-        return finding
+        return finding_at(ctx.spec.user, stage, "numeric-divergence",
+                          f"input set {index + 1} differs from eager, but no intermediate value does once each is "
+                          "compared with the exported program's")
     node = found.fx_node
     op = str(node.target).removesuffix(".default")
     error = f"max abs error {found.max_abs_error:.3g}" if found.max_abs_error is not None else found.problem
     message = (f"first divergent op on input set {index + 1}: {op} ({error}); every value before it matches. "
-               f"onnxruntime computes it with {', '.join(found.onnx_ops)}")
-    return finding_at(ctx.spec.user, stage, "numeric-divergence", message, op=op, stack=node.meta.get("stack_trace") or "")
+               f"{_sentence(made)} {', '.join(found.onnx_ops)}")
+    return finding_at(ctx.spec.user, stage, "numeric-divergence", message, op=op,
+                      stack=node.meta.get("stack_trace") or "")
 
 
-def _optimizer_said(ctx, index: int, providers: list[str]) -> str:
-    """Whether onnxruntime's graph optimizer makes the difference, checked: input set `index` run again in a
-    session with every optimization off, compared with eager as the stage compares."""
+def too_new(stage: str, error: BaseException):
+    """The finding for an ONNX file whose IR version or opset is newer than this onnxruntime reads, from its
+    load error; None for any other error."""
     import onnxruntime
 
-    from compatcheck.compare import compare_outputs
-    from compatcheck.onnxruntime_session import feeds, session_options
+    runtime, text = f"onnxruntime {onnxruntime.__version__}", str(error)
+    ir = _IR_VERSION.search(text)
+    if ir:
+        return plain(stage, "onnx-version",
+                     f"the ONNX file's IR version {ir[1]} is newer than {runtime} reads (IR version {ir[2]} at most): "
+                     "the onnx package that wrote it is newer than this onnxruntime; the opset is not the cause",
+                     op=f"IR version {ir[1]}",
+                     rewrite=f"pip install --upgrade onnxruntime  # or an onnx release that writes IR version {ir[2]}")
+    opset = _OPSET.search(text)
+    if opset:
+        return plain(stage, "onnx-version",
+                     f"the ONNX file's opset {opset[1]} (domain {opset[2]}) is newer than {runtime} runs (opset "
+                     f"{opset[3]} at most); the IR version is not the cause", op=f"opset {opset[1]}",
+                     rewrite=f"torch.onnx.export(..., opset_version={opset[3]})  # compatcheck: --onnx-opset {opset[3]}")
+    return None
 
-    options = session_options(graph_optimization_level=onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL)
-    try:
-        session = onnxruntime.InferenceSession(ctx.artifacts["onnx_export"], options, providers=providers)
-        outputs = session.run(None, feeds(session, ctx.spec.input_sets[index]))
-        leaves, _ = compare_outputs(ctx.reference[index], outputs, ctx.tolerances, flat=True,
-                                    fp64=lambda: ctx.fp64(index))
-    except Exception as exc:  # the finding stands without the check; it says the check did not run
-        return f"whether onnxruntime's optimizer is the cause was not checked ({one_line(exc)})"
-    if leaves and all(leaf.ok for leaf in leaves):
-        return ("with graph_optimization_level ORT_DISABLE_ALL it matches eager: onnxruntime's graph optimizer "
-                "makes the difference (SessionOptions.graph_optimization_level avoids it)")
-    return ("with graph_optimization_level ORT_DISABLE_ALL it differs too, so onnxruntime's graph optimizer is not "
-            "the cause: look at the exported graph")
+
+def _optimizer_first(stage: str, ctx, findings: list, providers: list[str]) -> list:
+    """A failing session: where a lower optimization level loads and answers every input set as eager does,
+    the optimizer's finding comes first, before the failure's own."""
+    from compatcheck.diagnose.replay import first_mismatch
+
+    with within(2 * budget(ctx) + 10):
+        said = optimizer_check(ctx, first_mismatch(ctx) or 0, providers)
+        if said.avoids:
+            checked = [f"the session built again at {', '.join(LEVELS[:-1])}, each run on every input set"]
+            return [_optimizer_finding(stage, first_mismatch(ctx) or 0, said, providers, checked), *findings]
+    return findings
 
 
 @with_rewrites
 def runtime_findings(stage: str, ctx, error: BaseException | None, session) -> list:
     if error is not None:
-        return _failure_findings(stage, ctx, error, providers(ctx.options.device))
+        found = too_new(stage, error)
+        if found is not None:
+            return [found]
+        asked = providers(ctx.options.device)
+        return _optimizer_first(stage, ctx, _failure_findings(stage, ctx, error, asked), asked)
     if session is None:
         return []
     return _divergence_findings(stage, ctx, session, session.get_providers())

@@ -12,3 +12,12 @@ def first_mismatch(ctx) -> int | None:
 def first_value_mismatch(ctx) -> int | None:
     """The first input set on which an output's values differed from eager's (not its structure), else None."""
     return next((one.index for one in ctx.input_results if any(not leaf.ok for leaf in one.leaves)), None)
+
+
+def as_eager(ctx, index: int, outputs) -> bool:
+    """Whether `outputs` (a flat list, as an ONNX graph returns them) answer input set `index` as eager does,
+    judged as the stage's run judges (the tolerances, then float64 where they differ)."""
+    from compatcheck.compare import compare_outputs
+
+    leaves, _ = compare_outputs(ctx.reference[index], outputs, ctx.tolerances, flat=True, fp64=lambda: ctx.fp64(index))
+    return bool(leaves) and all(leaf.ok for leaf in leaves)

@@ -111,6 +111,14 @@ KINDS: tuple[Kind, ...] = (
          "see the node or request it names"),
     Kind("numeric-divergence", "the runtime's answer at a node differs from eager's beyond the tolerance",
          ("onnxruntime",), "the finding names the first node that differs and its line"),
+    Kind("runtime-optimizer", "onnxruntime's graph optimizer makes the difference: a lower optimization level "
+         "answers every input set as eager does", ("onnxruntime",),
+         "the finding's session option (graph_optimization_level); the fused nodes it names are the cause"),
+    Kind("export-divergence", "the exported graph means something else than eager computed: ONNX's reference "
+         "evaluator differs from eager as onnxruntime does", ("onnxruntime",),
+         "the finding names the first node whose value differs and its line: rewrite that op, or the other exporter"),
+    Kind("onnx-version", "the ONNX file's IR version or opset is newer than the installed onnxruntime reads",
+         ("onnxruntime",), "the finding says which of the two: upgrade onnxruntime, or export at an older opset"),
     Kind("artifact-error", "the artifact, built, raised on an input set or swept size that eager answers: a size or "
          "value was baked into it when it was built; the finding names the error and, where it can be seen, the line",
          (ANY,), "read the error at the line; the stage's recipes (another sample, static sizes) say what gets past it"),

@@ -21,6 +21,7 @@ AUTO = Recipe("the inferred dims as Dim.AUTO (a dim may come out static; every i
               auto_dims=True)
 NOT_OPTIMIZED = Recipe("optimize=False (the exporter's graph optimizer left out)", keywords=(("optimize", False),))
 LEGACY = Recipe("dynamo=False (the TorchScript-based exporter)", keywords=(("dynamo", False),))
+DYNAMO = Recipe("dynamo=True (the torch.export-based exporter)", keywords=(("dynamo", True),))
 # torch.onnx.export captures the model its own way (size-oblivious, say); a program from torch.export's
 # own defaults may pass where that capture fails.
 PROGRAM = Recipe("the program of torch.export.export (its defaults), handed to torch.onnx.export", from_program=True)
@@ -117,9 +118,10 @@ class OnnxExport(Stage):
     def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
         from compatcheck.diagnose.dynamic_dims import is_specialization
         from compatcheck.diagnose.sample import sample_recipes
-        from compatcheck.torch_features import missing
 
-        if not self._dynamo(ctx) or self.failure is None:
+        if not self._dynamo(ctx):
+            return sample_recipes(ctx, error) + other_exporter(ctx)
+        if self.failure is None:
             return sample_recipes(ctx, error)
         found = sample_recipes(ctx, self.failure)
         # The optimizer runs after capture and translation succeeded: leaving it out is the first thing to try.
@@ -129,9 +131,7 @@ class OnnxExport(Stage):
             found.append(AUTO)
         if ctx.previous.get("export") != "fail":  # that capture failed already in this run
             found.append(PROGRAM)
-        if missing(LEGACY_EXPORTER) is None:
-            found.append(LEGACY)
-        return found
+        return found + other_exporter(ctx)
 
     def reproduce(self, ctx: StageContext) -> str:
         check = "import onnx\nonnx.checker.check_model(path, full_check=True)\n"
@@ -142,6 +142,15 @@ class OnnxExport(Stage):
                           "exported = onnx_program.exported_program.module()\n"
                           "def run(args, kwargs):\n    with torch.no_grad():\n        return exported(*args, **kwargs)\n"
                           "return run\n", path="model.onnx")
+
+
+def other_exporter(ctx: StageContext) -> list[Recipe]:
+    """The exporter the plain call does not use, as a recipe, where this torch release has it."""
+    from compatcheck.torch_features import missing
+
+    if ctx.options.onnx_exporter == "dynamo":
+        return [LEGACY] if missing(LEGACY_EXPORTER) is None else []
+    return [DYNAMO] if missing(DYNAMO_EXPORTER) is None else []
 
 
 def _raised_in(error: BaseException, part: str) -> bool:

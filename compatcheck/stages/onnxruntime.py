@@ -77,9 +77,11 @@ class OnnxRuntime(Stage):
 
     def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
         from compatcheck.diagnose.sample import sample_recipes
+        from compatcheck.stages.onnx_export import other_exporter
 
-        # The ONNX file is built from the sample: the recipe builds it again from another (recipe_search.py).
-        return sample_recipes(ctx, error or self.failure)
+        # The ONNX file is built from the sample by one exporter: a recipe builds it again from another sample,
+        # or by the other exporter (recipe_search.py).
+        return sample_recipes(ctx, error or self.failure) + other_exporter(ctx)
 
     def reproduce(self, ctx: StageContext) -> str:
         return (

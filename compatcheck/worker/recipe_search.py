@@ -155,9 +155,11 @@ def _passes_with(stage_class, ctx: StageContext, recipe, calls: dict) -> Tried:
     artifacts, folder = dict(ctx.artifacts), ctx.workdir / "recipes" / stage.name
     ctx.recipe, ctx.artifact_dir = recipe, folder
     model = ctx.spec.fresh_model()
-    # Another sample changes what the stages this one runs the artifact of build (the ONNX file of onnxruntime).
-    built = [stages.load(name) for name in BY_NAME[stage.name].requires] if recipe.sample else []
+    # Another sample or exporter keyword changes what the stages this one runs the artifact of build (the
+    # ONNX file of onnxruntime, exported by the other exporter): they are built again with the recipe.
+    built = [stages.load(name) for name in BY_NAME[stage.name].requires] if recipe.sample or recipe.keywords else []
     checks = [*built, stage, *([stages.load(stage.proven_by)] if stage.proven_by else [])]
+    calls.pop(recipe, None)
     try:
         if recipe.settings:
             try:
@@ -195,8 +197,8 @@ def _checked(ctx: StageContext, stage, check, calls: dict, recipe) -> Tried | bo
     except MODEL_ERRORS as exc:
         return stop(f"the build: {one_line(exc, 200)}", exc)
     finally:
-        if check is stage and stage.call_ran is not None:
-            calls[recipe] = stage.call_ran.source()
+        if check.call_ran is not None and check.name != stage.proven_by:  # the calls a user writes, in order
+            calls[recipe] = "\n".join(filter(None, [calls.get(recipe), check.call_ran.source()]))
     if runner is None:
         return False
     runner = rewinding(runner) if ctx.kept else runner

@@ -26,6 +26,7 @@ class Recipe:
     static: bool = False  # dynamic_shapes=None: one artifact per input size, each built from an input of that size
     parts: int = 1  # the recipes it combines: one that got past a blocker, and those for the next one
     more: tuple = ()  # the settings of the recipes it combines after the first's, applied after `setting`
+    session: tuple[tuple[str, str], ...] = ()  # the runtime's session options (onnxruntime's optimization level)
 
     @property
     def settings(self) -> tuple:
@@ -35,7 +36,7 @@ class Recipe:
 def combined(first: Recipe, then: Recipe) -> Recipe | None:
     """`first` and `then` together, where one build can take both (not two samples, or two values of one
     keyword); None where it cannot."""
-    if first.sample and then.sample or first.flat and then.flat or \
+    if first.sample and then.sample or first.flat and then.flat or first.session and then.session or \
             {name for name, _ in first.keywords} & {name for name, _ in then.keywords} or then.what in first.what:
         return None
     settings = first.settings + then.settings
@@ -45,7 +46,7 @@ def combined(first: Recipe, then: Recipe) -> Recipe | None:
                   more=settings[1:],
                   factory=first.factory or then.factory, flat=first.flat or then.flat,
                   before=first.before or then.before, then=first.then or then.then, static=first.static or then.static,
-                  parts=first.parts + then.parts)
+                  parts=first.parts + then.parts, session=first.session + then.session)
 
 
 def apply_setting(model, setting: tuple) -> str:

@@ -23,13 +23,29 @@ def _onnxruntime_findings(report) -> list[dict]:
 def test_the_optimizer_is_blamed_with_the_level_that_brings_the_difference_and_the_nodes_it_fuses(tmp_path):
     _, report = run_json(tmp_path, "run", str(ROOT / "tests" / "models" / "residual_layernorm.py"), "--stages",
                          "onnxruntime")
-    [finding] = _onnxruntime_findings(report)
+    [finding] = [f for f in _onnxruntime_findings(report) if f["kind"] != "passes-with"]
     assert finding["kind"] == "runtime-optimizer"
     assert "at ORT_ENABLE_BASIC every input set answers as eager does" in finding["message"]
     assert "ORT_ENABLE_EXTENDED brings the difference on input set 1" in finding["message"]
     assert "SkipLayerNormalization (com.microsoft)" in finding["message"]
     assert "GraphOptimizationLevel.ORT_ENABLE_BASIC" in finding["rewrite"]
     assert "ORT_ENABLE_EXTENDED: input set 1 differs" in finding["checked_by"]
+    [route] = [r for r in report["routes"] if r["name"] == "ONNX → onnxruntime → Triton"]
+    assert route["summary"].endswith("works with graph_optimization_level=ORT_ENABLE_BASIC (onnxruntime's "
+                                     "SessionOptions), checked on every input set")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [ROOT / "models" / "sdpa_masked_row.py"], ids=lambda path: path.stem)
+def test_a_model_only_the_other_exporter_gets_right_has_that_exporter_in_its_route(shared_runs, path):
+    """Attention over a row whose mask hides every key: the dynamo exporter's graph attends to every key
+    there, the TorchScript-based exporter's answers as eager does (torch 2.13)."""
+    report = shared_runs.get(path).report
+    [proven] = [f for f in _onnxruntime_findings(report) if f["kind"] == "passes-with"]
+    assert proven["op"] == "dynamo=False (the TorchScript-based exporter)"
+    assert "torch.onnx.export(model, args, path" in proven["rewrite"] and "dynamo=False" in proven["rewrite"]
+    [route] = [r for r in report["routes"] if r["name"] == "ONNX → onnxruntime → Triton"]
+    assert "works with dynamo=False (the TorchScript-based exporter), checked on every input set" in route["summary"]
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ class OnnxRuntime(Stage):
         self.asked: list[str] = []
         self.ran = None  # nodes per provider in the first run
         self.failure: BaseException | None = None  # a node failing at run time, for the diagnosis
+        self.found: list[Finding] = []  # the diagnosis's findings, for the recipes they call for
 
     def available(self, ctx: StageContext) -> str | None:
         return unavailable(ctx.options.device)
@@ -26,7 +27,11 @@ class OnnxRuntime(Stage):
     def build(self, ctx: StageContext):
         import onnxruntime
 
-        options = session_options()
+
+        # A recipe's session options: onnxruntime's optimization level, by name.
+        settings = {name: getattr(onnxruntime.GraphOptimizationLevel, level)
+                    for name, level in (ctx.recipe.session if ctx.recipe else ())}
+        options = session_options(**settings)
         profiled(options, ctx.artifact_dir or ctx.workdir)
         self.asked = providers(ctx.options.device)
         self.session = onnxruntime.InferenceSession(ctx.artifacts["onnx_export"], options, providers=self.asked)
@@ -73,7 +78,9 @@ class OnnxRuntime(Stage):
         from compatcheck.diagnose.onnxruntime import runtime_findings
         from compatcheck.diagnose.sample import first_if_size_one
 
-        return first_if_size_one(self.name, ctx, runtime_findings(self.name, ctx, error or self.failure, self.session))
+        self.found = first_if_size_one(self.name, ctx, runtime_findings(self.name, ctx, error or self.failure,
+                                                                        self.session))
+        return self.found
 
     def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
         from compatcheck.diagnose.sample import sample_recipes
@@ -81,7 +88,17 @@ class OnnxRuntime(Stage):
 
         # The ONNX file is built from the sample by one exporter: a recipe builds it again from another sample,
         # or by the other exporter (recipe_search.py).
-        return sample_recipes(ctx, error or self.failure) + other_exporter(ctx)
+        return sample_recipes(ctx, error or self.failure) + self._lower_levels() + other_exporter(ctx)
+
+    def _lower_levels(self) -> list[Recipe]:
+        """Where the diagnosis blamed onnxruntime's optimizer: the session at each lower level, the highest
+        first (the search ends at the first that passes everywhere)."""
+        from compatcheck.diagnose.ort_optimizer import LEVELS
+
+        if not any(finding.kind == "runtime-optimizer" for finding in self.found):
+            return []
+        return [Recipe(f"graph_optimization_level={level} (onnxruntime's SessionOptions)",
+                       session=(("graph_optimization_level", level),)) for level in reversed(LEVELS[:-1])]
 
     def reproduce(self, ctx: StageContext) -> str:
         return (

@@ -3,7 +3,8 @@
     python bench/floor.py models/convnet.py [--stages compile,jit_trace,...]
 
 --stages leaves the others out, as `compatcheck run --stages` does (eager, the reference, always runs;
-onnxruntime needs onnx_export).
+aot_inductor needs export, onnxruntime needs onnx_export). The export is saved and loaded back, as a
+deployer ships it; AOTInductor compiles that program into a package and loads it.
 """
 
 import argparse
@@ -16,10 +17,12 @@ import numpy as np
 import onnx
 import onnxruntime
 import torch
+import torch._inductor
 from torch.export import Dim
 from torch.utils import _pytree as pytree
 
-STAGES = ("compile", "compile_fullgraph", "jit_script", "jit_trace", "onnx_export", "onnxruntime")
+STAGES = ("compile", "compile_fullgraph", "export", "aot_inductor", "jit_script", "jit_trace", "onnx_export",
+          "onnxruntime")
 
 
 def load(path):
@@ -51,6 +54,28 @@ def close(expected, actual):
     return all(np.allclose(np.asarray(g), w.numpy(), atol=1e-5, rtol=1e-4) for w, g in zip(want, got))
 
 
+def export_and_compile(model, sets, stages, check, verdicts):
+    """torch.export (saved and loaded back), then AOTInductor on that program."""
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            program = torch.export.export(model, sets[0][0], sets[0][1], dynamic_shapes=dynamic_shapes(sets))
+            torch.export.save(program, str(Path(folder) / "model.export.pt2"))
+            program = torch.export.load(str(Path(folder) / "model.export.pt2"))
+        except Exception:
+            verdicts.update(export=False, aot_inductor=False)
+            return
+        loaded = program.module()
+        check("export", lambda a, k: loaded(*a, **k))
+        if "aot_inductor" in stages:
+            try:
+                package = torch._inductor.aoti_compile_and_package(program,
+                                                                   package_path=str(Path(folder) / "model.aoti.pt2"))
+                compiled = torch._inductor.aoti_load_package(package)
+                check("aot_inductor", lambda a, k: compiled(*a, **k))
+            except Exception:
+                verdicts["aot_inductor"] = False
+
+
 def main(path, stages):
     model, sets = load(path)
     # Each stage gets a copy of the model as built: a failed trace can leave state behind (a module that
@@ -73,6 +98,9 @@ def main(path, stages):
         if "compile_fullgraph" in stages:
             fullgraph = torch.compile(copies["compile_fullgraph"], fullgraph=True)
             check("compile_fullgraph", lambda a, k: fullgraph(*a, **k))
+        if "export" in stages or "aot_inductor" in stages:
+            export_and_compile(copies["export" if "export" in copies else "aot_inductor"], sets, stages, check,
+                               verdicts)
         if "jit_script" in stages:
             try:
                 scripted = torch.jit.script(copies["jit_script"])

@@ -1,14 +1,21 @@
 """Time compatcheck against the floor script on the example models and print the ratios.
 
-    python bench/run.py [--runs 3] [--stages eager,jit_trace,...] [models/convnet.py ...]
+    python bench/run.py [--runs 3] [models/convnet.py ...]
 
-Measures, per model, the median wall time of: the floor (bench/floor.py); a cold
-`compatcheck run` (--no-cache); the same with --jobs 2; and a warm run served from the cache.
-Targets: cold/floor <= 1.0, jobs2/floor <= 0.8, warm/cold <= 0.15, --help and --version < 0.5 s.
+Per model, paired runs (each side in turn, every run with a fresh inductor cache, as on a new machine),
+medians of wall and CPU seconds (user + system, the process and its children) of:
+- the floor (bench/floor.py): the stages once each in one process with an allclose, nothing else; with
+  export and AOTInductor ("floor"), and without them, as the floor was before they were added ("floor-6");
+- a cold `compatcheck run --skip triton --no-cache` with the default options (the sweep, the meta run, the
+  batch checks, the default --jobs);
+- the same with --jobs 1;
+- a warm run, served from the result cache.
+Targets: cold/floor <= 0.9 (wall) and <= 1.05 (CPU), warm/cold <= 0.05, --help and --version < 0.5 s.
 """
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -18,46 +25,61 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = ["models/convnet.py", "models/modulelist_loop.py", "models/data_dependent_if.py"]
-STAGES = "eager,compile,compile_fullgraph,jit_script,jit_trace,onnx_export,onnxruntime"
+FLOOR_STAGES = "compile,compile_fullgraph,export,aot_inductor,jit_script,jit_trace,onnx_export,onnxruntime"
+OLD_FLOOR_STAGES = "compile,compile_fullgraph,jit_script,jit_trace,onnx_export,onnxruntime"
 
 
-def timed(args, env=None) -> float:
+def timed(args, env=None) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run of `args`, with a fresh inductor cache."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="bench-inductor-") as inductor:
+        subprocess.run(args, cwd=ROOT, env={**(env or os.environ), "TORCHINDUCTOR_CACHE_DIR": inductor},
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def median(args, runs, env=None) -> float:
-    return statistics.median(timed(args, env) for _ in range(runs))
+def paired(commands: dict, runs: int) -> dict:
+    """Median (wall, CPU) per command, the commands run in turn `runs` times."""
+    seen = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, (args, env) in commands.items():
+            seen[name].append(timed(args, env))
+    return {name: (statistics.median(w for w, _ in one), statistics.median(c for _, c in one))
+            for name, one in seen.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("models", nargs="*", default=DEFAULT_MODELS)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--stages", default=STAGES, help="the stages both sides run (eager always)")
     options = parser.parse_args()
-    stages = options.stages
-    floor_stages = ",".join(name for name in stages.split(",") if name != "eager")
     python = sys.executable
     cli = [python, "-m", "compatcheck"]
     cache = tempfile.mkdtemp(prefix="compatcheck-bench-cache-")
-    env = {**os.environ, "COMPATCHECK_CACHE_DIR": cache}
+    warm_env = {**os.environ, "COMPATCHECK_CACHE_DIR": cache}
 
-    startup = {" ".join(args): median(cli + list(args), 5) for args in (["--help"], ["--version"], ["run", "--help"])}
+    startup = {" ".join(args): statistics.median(timed(cli + list(args))[0] for _ in range(5))
+               for args in (["--help"], ["--version"], ["run", "--help"])}
     print("   ".join(f"{args} {seconds:.2f}s" for args, seconds in startup.items()) + "   (target: --help < 0.5 s)")
-    print(f"{'model':28} {'floor':>7} {'cold':>7} {'jobs2':>7} {'warm':>7} {'cold/floor':>11} "
-          f"{'jobs2/floor':>12} {'warm/cold':>10}")
+    print(f"{'model':20} {'floor':>13} {'floor-6':>13} {'cold':>13} {'jobs1':>13} {'warm':>6} "
+          f"{'cold/floor':>16} {'warm/cold':>9}")
+    print(f"{'':20} {'wall / CPU':>13} {'wall / CPU':>13} {'wall / CPU':>13} {'wall / CPU':>13} {'wall':>6} "
+          f"{'wall / CPU':>16}")
     for model in options.models:
-        floor_args = [python, "bench/floor.py", model, "--stages", floor_stages]
-        timed(floor_args)  # warm the on-disk compiler caches for both sides alike
-        floor = median(floor_args, options.runs)
-        cold = median(cli + ["run", model, "--stages", stages, "--no-cache", "-q"], options.runs)
-        jobs2 = median(cli + ["run", model, "--stages", stages, "--no-cache", "-q", "--jobs", "2"], options.runs)
-        timed(cli + ["run", model, "--stages", stages, "-q"], env)
-        warm = median(cli + ["run", model, "--stages", stages, "-q"], options.runs, env)
-        print(f"{Path(model).stem:28} {floor:7.2f} {cold:7.2f} {jobs2:7.2f} {warm:7.2f} {cold / floor:11.2f} "
-              f"{jobs2 / floor:12.2f} {warm / cold:10.2f}")
+        run = cli + ["run", model, "--skip", "triton", "--no-cache", "-q"]
+        found = paired({"floor": ([python, "bench/floor.py", model, "--stages", FLOOR_STAGES], None),
+                        "floor-6": ([python, "bench/floor.py", model, "--stages", OLD_FLOOR_STAGES], None),
+                        "cold": (run, None), "jobs1": (run + ["--jobs", "1"], None)}, options.runs)
+        timed(cli + ["run", model, "--skip", "triton", "-q"], warm_env)
+        warm = statistics.median(timed(cli + ["run", model, "--skip", "triton", "-q"], warm_env)[0]
+                                 for _ in range(options.runs))
+        cells = " ".join(f"{found[name][0]:6.1f}/{found[name][1]:6.1f}" for name in ("floor", "floor-6", "cold", "jobs1"))
+        (floor_wall, floor_cpu), (cold_wall, cold_cpu) = found["floor"], found["cold"]
+        print(f"{Path(model).stem:20} {cells} {warm:6.2f} {cold_wall / floor_wall:7.2f} / {cold_cpu / floor_cpu:5.2f} "
+              f"{warm / cold_wall:9.3f}")
 
 
 if __name__ == "__main__":

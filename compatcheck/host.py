@@ -51,3 +51,28 @@ def cuda_missing() -> str | None:
     if not torch.cuda.is_available():
         return f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU"
     return None
+
+
+WORKER_BYTES = 3 * 2**30  # a worker holds torch, inductor's compiler and the model: budgeted this much each
+
+
+def _available_memory() -> int | None:
+    """Bytes the kernel says new processes can have (MemAvailable), where it says."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            line = next(one for one in meminfo if one.startswith("MemAvailable:"))
+        return int(line.split()[1]) * 1024
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def default_jobs(lanes: int, memory_limit_mb: int | None) -> int:
+    """Workers for a run that does not set --jobs: one per idle core (the cores this process may use, less
+    the 1-minute load average), at most one per lane of stages, and no more than the available memory holds
+    at WORKER_BYTES each (or at --memory-limit each); at least one."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
+    available = _available_memory()
+    each = memory_limit_mb * 2**20 if memory_limit_mb else WORKER_BYTES
+    fits = available // each if available is not None else cores
+    return max(1, min(cores - busy, lanes, fits))

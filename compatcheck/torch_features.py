@@ -42,6 +42,8 @@ DIM_DYNAMIC = Feature("torch.export.Dim.DYNAMIC", "2.6", lambda: hasattr(torch.e
 AOT_INDUCTOR = Feature("torch._inductor.aoti_compile_and_package", "2.6",
                        lambda: hasattr(importlib.import_module("torch._inductor"), "aoti_compile_and_package"))
 TORCH_COMPILE = Feature("torch.compile", "2.0", lambda: callable(torch.compile))
+COMPILER_STANCE = Feature("torch.compiler.set_stance('fail_on_recompile')", "2.6",
+                          lambda: callable(torch.compiler.set_stance))
 TORCHSCRIPT_SCRIPT = Feature("torch.jit.script", "1.0", lambda: callable(torch.jit.script))
 TORCHSCRIPT_TRACE = Feature("torch.jit.trace", "1.0", lambda: callable(torch.jit.trace))
 

@@ -143,8 +143,8 @@ def test_no_option_default_is_spelled_outside_the_table():
 @pytest.mark.parametrize("text", [
     "import typer\ndef run(timeout: float = typer.Option(600.0, '--timeout')): ...\n",
     "from pydantic import BaseModel, Field\nclass RunOptions(BaseModel):\n    timeout: float = Field(600.0)\n",
-    "class Settings:\n    jobs: int = 1\n",
-    "DEFAULTS = {'timeout': 600.0, 'jobs': 1}\n",
+    "class Settings:\n    timeout: float = 600.0\n",
+    "DEFAULTS = {'timeout': 600.0, 'cache': True}\n",
 ])
 def test_the_default_finder_sees_each_way_of_spelling_one(text):
     assert literal_defaults(text) != []

@@ -39,6 +39,21 @@ def _op(code: str | None, reason: str) -> str | None:
 DEFAULT_EXTRA_SECONDS = 10.0
 
 
+def recompile_reason(error: BaseException) -> str | None:
+    """Dynamo's reason, in one line, where `error` is its refusal to compile again under the stance
+    'fail_on_recompile' (the first guard that fails, and 0/1 specialization where that is why); None for
+    any other error."""
+    text = str(error)
+    if "fail_on_recompile" not in text:
+        return None
+    failures = [line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- ")]
+    if not failures:
+        return "a guard of every compiled graph fails"
+    first = failures[0]
+    guard = (first.split(":", 1)[1] if ":" in first else first).split("  #", 1)[0].strip()
+    return f"guard {guard} fails" + (": 0/1 specialization" if "0/1 specialization" in first else "")
+
+
 def budget(ctx) -> float:
     """Seconds the search for further graph breaks may take."""
     given = ctx.options.diagnose_budget

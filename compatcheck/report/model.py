@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from compatcheck.ladder import NAMES
 from compatcheck.report.kinds import FindingKind
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 READABLE_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
@@ -237,6 +237,10 @@ class StageResult(BaseModel):
                                                "each with what it gave; empty for a stage that passed")
     swept: list[InputSetResult] = Field([], description="the artifact on the swept input sets: sizes the input "
                                                         "sets lack, made from them (a pass covers these too)")
+    recompiles: list[str] = Field([], description="torch.compile: swept sizes its graphs do not cover, each with "
+                                                  "dynamo's reason (a guard that fails there): it would compile again "
+                                                  "for them, so they were not run (the first request of that size "
+                                                  "waits for the compile)")
     sweep: SweepInfo | None = Field(None, description="on the reference stage: what the sweep made and what it "
                                                         "cost")
     precision: Precision | None = Field(None, description="with --dtype float16 or bfloat16: backend fidelity and "

@@ -43,6 +43,8 @@ class Evidence(BaseModel):
     internal: str | None = Field(None, description="what compatcheck's own code raised, in one line: no verdict "
                                                    "on the model")
     phases: list[PhaseRecord] = []
+    recompiles: list[str] = Field([], description="swept sizes the stage did not run because torch.compile would "
+                                                  "compile again for them, each with dynamo's reason")
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ def result(name: str, evidence: Evidence, **fields) -> StageResult:
     """The stage's result: its evidence judged, with the report's other fields."""
     status, reason = judge(evidence)
     return StageResult(name=name, status=status, reason=reason, input_sets=evidence.input_sets,
-                       swept=evidence.swept, phases=evidence.phases, **fields)
+                       swept=evidence.swept, phases=evidence.phases, recompiles=evidence.recompiles, **fields)
 
 
 def rejudged(stage: StageResult, evidence: Evidence) -> StageResult:

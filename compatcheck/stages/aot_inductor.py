@@ -38,6 +38,9 @@ class AotInductor(Stage):
             return "no C++ compiler found: AOTInductor compiles the model to C++ (install g++ or set CXX)"
         return None
 
+    def inductor(self, ctx: StageContext) -> bool:
+        return True
+
     def build(self, ctx: StageContext):
         import torch._inductor
 

@@ -34,6 +34,10 @@ from compatcheck.variation import SEEDS, Site, Variation, clock_moved, drawing_o
 Runner = Callable[[InputSet], object]
 
 
+class NotSwept(Exception):
+    """A swept size the stage does not run, and why (torch.compile: it would compile again for it)."""
+
+
 class Stage:
     name: str = ""
     flat_outputs = False  # outputs come back as a flat list of leaves (ONNX), not eager's structure
@@ -59,6 +63,16 @@ class Stage:
     def build(self, ctx: "StageContext") -> Runner | None:
         """Build the artifact; return its runner, or None when the stage produces nothing to run."""
         raise NotImplementedError
+
+    def sweep_runner(self, ctx: "StageContext", runner: Runner) -> Runner:
+        """The runner for the swept sizes: `runner`, unless the stage leaves some sizes out; then it raises
+        NotSwept for those, saying why."""
+        return runner
+
+    def inductor(self, ctx: "StageContext") -> bool:
+        """Whether the build compiles with inductor, whose one-time setup one worker makes for all
+        (worker/inductor.py)."""
+        return False
 
     def timed_runners(self, runner: Runner) -> dict[str, Runner]:
         """What --bench times, by label: the runner itself unless a stage serves several ways."""

@@ -7,7 +7,8 @@ import torch
 from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding
 from compatcheck.stage_call import MODEL, Shaped, StageCall, step
-from compatcheck.stages.base import Stage, StageContext, reproduced
+from compatcheck.diagnose.dynamo import recompile_reason
+from compatcheck.stages.base import NotSwept, Stage, StageContext, reproduced
 from compatcheck.torch_features import TORCH_COMPILE
 
 
@@ -25,6 +26,9 @@ class Compile(Stage):
 
     def needs(self, ctx: StageContext):
         return (TORCH_COMPILE,)
+
+    def inductor(self, ctx: StageContext) -> bool:
+        return ctx.options.compile_backend == "inductor"
 
     def build(self, ctx: StageContext):
         from torch._dynamo.utils import counters
@@ -50,8 +54,29 @@ class Compile(Stage):
                 with torch.no_grad():
                     return compiled(*input_set.args, **input_set.kwargs)
             except Exception as exc:
-                self.failure = self.failure or exc
+                if recompile_reason(exc) is None:  # the sweep's refusal to compile again is no failure of the model
+                    self.failure = self.failure or exc
                 raise
+
+        return run
+
+    def sweep_runner(self, ctx: StageContext, runner):
+        """The compiled graphs, held to what they cover: a swept size that would make torch.compile compile
+        again (batch 1, where 0/1 specialization bites) is not compiled for; dynamo's reason is recorded."""
+        from compatcheck.torch_features import COMPILER_STANCE, missing
+
+        if missing(COMPILER_STANCE) is not None:
+            return runner
+
+        def run(input_set):
+            try:
+                with torch.compiler.set_stance("fail_on_recompile"):
+                    return runner(input_set)
+            except RuntimeError as exc:
+                reason = recompile_reason(exc)
+                if reason is None:
+                    raise
+                raise NotSwept(f"torch.compile would compile again for it ({reason})") from exc
 
         return run
 

@@ -22,7 +22,9 @@ from compatcheck.diagnose.quantized import quantized_findings
 from compatcheck.diagnose.sandbox import sandbox_findings
 from compatcheck.diagnose.state import froze_findings
 from compatcheck.diagnose.variation import variation_finding
+from compatcheck.stages.base import NotSwept
 from compatcheck.state import rewinding
+from compatcheck.worker.inductor import inductor_ready
 from compatcheck.worker.runs import run_input_set, run_swept
 
 # Seconds the supervisor waits past a phase's budget before it kills the worker: time for the
@@ -68,6 +70,8 @@ def _on_input_set(run, input_set, index: int, count: int, seen: set) -> str:
 
 def build(run) -> None:
     """Build the artifact and run it on every input set, comparing each with eager."""
+    if run.stage.inductor(run.ctx):
+        inductor_ready(run.ctx.workdir, run.ctx.options.device)
     with run.judging():
         run.runner = run.stage.build(run.ctx)
         if run.runner is None:
@@ -96,9 +100,15 @@ def sweep(run) -> tuple[str, str] | None:
             said = ("cut-short", "--sweep-budget ran out before every size was made") if made.cut_short else None
             if ctx.spec.reference is None:
                 return said
+        runner = run.stage.sweep_runner(ctx, run.runner)
         for swept in ctx.swept.sets:
             run.step(f"on {swept.label}, a size the input sets lack")
-            run.evidence.swept.append(run_swept(ctx, run.runner, swept, run.stage.flat_outputs))
+            try:
+                run.evidence.swept.append(run_swept(ctx, runner, swept, run.stage.flat_outputs))
+            except NotSwept as exc:
+                run.evidence.recompiles.append(f"{swept.label}: {exc}")
+        if run.evidence.recompiles:
+            run.note(f"not run at {'; '.join(run.evidence.recompiles)}")
     return said
 
 

@@ -18,7 +18,7 @@ from compatcheck.diagnose.proven import factory_only, proven_recipe
 from compatcheck.errors import one_line
 from compatcheck.recipes import Recipe, apply_setting, combined
 from compatcheck.state import rewinding
-from compatcheck.stages.base import StageContext
+from compatcheck.stages.base import NotSwept, StageContext
 from compatcheck.worker.guards import isolated_globals, recording_warnings
 from compatcheck.worker.runs import MODEL_ERRORS, run_input_set, run_swept
 from compatcheck.worker.skips import skip_reason
@@ -208,8 +208,12 @@ def _checked(ctx: StageContext, stage, check, calls: dict, recipe) -> Tried | bo
         if not results[-1].ok:
             why = results[-1].error or results[-1].structure or "its outputs differ from eager's"
             return stop(f"input set {index + 1}: {why}", raised[-1] if raised else None, results)
-    for index, swept in enumerate(ctx.swept.sets):  # a recipe must hold where the plain call is held too
-        result = run_swept(ctx, runner, swept, check.flat_outputs)
+    sweeper = check.sweep_runner(ctx, runner)
+    for swept in ctx.swept.sets:  # a recipe must hold where the plain call is held too
+        try:
+            result = run_swept(ctx, sweeper, swept, check.flat_outputs)
+        except NotSwept:  # nor more: a size the plain call leaves out, the recipe does too
+            continue
         if not result.ok:
             return stop(f"swept size {swept.label}: {result.error or 'its outputs differ'}")
     load = check.under_load(ctx)

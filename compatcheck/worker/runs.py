@@ -15,7 +15,7 @@ from compatcheck.compare import compare_outputs, flatten
 from compatcheck.diagnose.variation import lost, what_varies
 from compatcheck.errors import one_line
 from compatcheck.report.model import InputSetResult
-from compatcheck.stages.base import Stage, identical
+from compatcheck.stages.base import NotSwept, Stage, identical
 from compatcheck.variation import SEEDS, clock_moved
 
 # What the model's code may raise: sys.exit() and KeyboardInterrupt too (the worker has its own
@@ -64,6 +64,8 @@ def _run_swept(ctx, runner, swept, flat: bool) -> InputSetResult:
     torch.manual_seed(SEEDS[0])
     try:
         outputs = runner(swept.input_set.copy())
+    except NotSwept:
+        raise
     except MODEL_ERRORS as exc:
         return InputSetResult(index=-1, label=swept.label, ok=False, error=one_line(exc, 400),
                               seconds=round(time.perf_counter() - started, 4))

@@ -55,6 +55,8 @@ class WorkerRequest(BaseModel):
     blockers: dict[str, str | None] = Field({}, description="stage -> its first finding in a few words")
     save_inputs: bool = Field(False, description="write inputs.npz for the reproducers")
     sandbox: SandboxFolders = Field(SandboxFolders(), description="where the worker can make nothing new")
+    cores: int | None = Field(None, description="with workers side by side, the cores that are this one's share: "
+                                                "inductor compiles with that many threads")
 
 
 class UsageErrorMessage(BaseModel):

@@ -31,14 +31,14 @@ class Outcome:
     judged: dict[str, tuple[StageResult, Evidence]] = field(default_factory=dict)
 
     def request(self, stages: list[str], options, workdir: Path, *, save_inputs: bool,
-                sandbox: SandboxFolders | None = None, **model) -> WorkerRequest:
+                sandbox: SandboxFolders | None = None, cores: int | None = None, **model) -> WorkerRequest:
         """A worker's request for `stages`, with what earlier workers made and concluded and where its
         sandbox refuses new entries; `model` names the model (model and factory, or payload and sys_path)."""
         return WorkerRequest(
             **model, options=options.model_dump(mode="json"), stages=list(stages), workdir=str(workdir),
             artifacts=dict(self.artifacts), previous={name: r.status.value for name, r in self.results.items()},
             blockers={name: blocker(r.findings) for name, r in self.results.items()}, save_inputs=save_inputs,
-            sandbox=sandbox or SandboxFolders())
+            sandbox=sandbox or SandboxFolders(), cores=cores)
 
     def receive(self, message, lane: int) -> tuple[str, str, StageResult | None] | None:
         """Take one message from the worker of `lane`; returns the event to tell the caller about

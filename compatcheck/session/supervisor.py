@@ -141,6 +141,7 @@ class Supervisor:
         self.lock = threading.Lock()
         self.processes: set[subprocess.Popen] = set()
         self.stopping = False
+        self.cores: int | None = None  # each worker's share of the cores, when several run side by side
         self.containment: Containment | None = None
         self.sandbox = Sandbox.here()
         # Filled as results arrive, so an interrupted run keeps what it has.
@@ -150,6 +151,9 @@ class Supervisor:
     def run(self) -> Outcome:
         todo = [name for name in self.options.stages if name not in self.outcome.results]
         lanes = ladder.lanes(todo, self.jobs)
+        if len(lanes) > 1:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+            self.cores = max(1, cores // len(lanes))
         if len(lanes) <= 1:
             for lane in lanes:
                 self._run_lane(lane, 0)
@@ -216,7 +220,7 @@ class Supervisor:
             model.update(payload=str(self.payload), sys_path=[os.path.abspath(entry or ".") for entry in sys.path])
         with self.lock:
             request = self.outcome.request(remaining, self.options, self.workdir, save_inputs=first and lane == 0,
-                                           sandbox=self.sandbox.folders(), **model)
+                                           sandbox=self.sandbox.folders(), cores=self.cores, **model)
         process, messages, box = self._spawn(request, lane)
         log = self.workdir / f"worker-{lane}.log"
         watch = _Watch(self.options.timeout)

@@ -59,8 +59,11 @@ def run_stages(spec, request: WorkerRequest, send, manifest=dict) -> None:
     from compatcheck.stages.base import StageContext
     from compatcheck.worker import reproduce
 
+    from compatcheck.worker.inductor import share_cores
+
     workdir = Path(request.workdir)
     options = RunOptions.model_validate(request.options)
+    share_cores(request.cores)
     spec.user.packages = frozenset(options.user_packages or ())
     try:
         cast(spec, options.dtype)

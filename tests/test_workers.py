@@ -1,0 +1,86 @@
+"""How many workers a run starts, what they share, and that it changes nothing but the timings; and
+torch.compile's swept sizes, held to the graphs the input sets compiled."""
+
+import json
+import re
+
+import pytest
+import torch
+
+from compatcheck.diagnose.dynamo import recompile_reason
+from compatcheck.host import default_jobs
+from tests.conftest import ROOT, run_cli
+from tests.test_docs import generator
+
+# What may differ between two runs of one model with other --jobs: timings, how many workers ran, the command.
+PROGRESS = re.compile(r"^  (\w+: [\w-]+) \([\d.]+s\)$")
+TIMING = {"seconds", "budget", "created", "timings", "cached_from", "log_cut", "workers", "command"}
+
+
+def test_the_default_workers_are_at_least_one_and_at_most_one_per_lane():
+    assert 1 <= default_jobs(3, None) <= 3
+    assert default_jobs(1, None) == 1
+    assert default_jobs(3, 10**12) == 1  # a worker of a petabyte: memory holds none, the run still gets one
+
+
+def _untimed(value):
+    if isinstance(value, dict):
+        return {key: _untimed(one) for key, one in value.items() if key not in TIMING}
+    if isinstance(value, list):
+        return [_untimed(one) for one in value]
+    return value
+
+
+@pytest.mark.slow
+def test_a_run_says_the_same_with_one_worker_and_with_two(tmp_path):
+    reports = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"jobs{jobs}.json"
+        proc = run_cli("run", str(ROOT / "models" / "convnet.py"), "--stages", "jit_trace,onnx_export,onnxruntime",
+                       "--jobs", jobs, "--no-cache", "--json", str(out), timeout=600)
+        reports[jobs] = (proc.stdout, json.loads(out.read_text()))
+    assert _untimed(reports["1"][1]) == _untimed(reports["2"][1])
+    # The console as the docs compare it (the seconds column and the total blanked); the progress lines come
+    # as stages end, so in another order with two workers: each is there, with its verdict.
+    (progress_1, rest_1), (progress_2, rest_2) = (_split(reports[jobs][0]) for jobs in ("1", "2"))
+    assert _blanked(rest_1) == _blanked(rest_2)
+    assert sorted(progress_1) == sorted(progress_2)
+
+
+def _blanked(text: str) -> str:
+    """The output as the docs compare it, and every other '(N.Ns)' blanked too (the sweep's seconds)."""
+    return re.sub(r"\(\d+(\.\d+)?s\)", "(…s)", generator().normalise(text))
+
+
+def _split(stdout: str) -> tuple[list[str], str]:
+    """The progress lines ('  onnx_export: pass (1.2s)', seconds left out) and the rest of the output."""
+    progress = [PROGRESS.match(line) for line in stdout.splitlines()]
+    return ([match.group(1) for match in progress if match],
+            "\n".join(line for line, match in zip(stdout.splitlines(), progress) if not match))
+
+
+def test_dynamos_refusal_to_compile_again_is_read_with_its_guard():
+    compiled = torch.compile(torch.nn.Linear(4, 2), backend="eager")
+    with torch.no_grad():
+        compiled(torch.randn(2, 4))
+        compiled(torch.randn(5, 4))  # a second size: dynamic from here on
+        with torch.compiler.set_stance("fail_on_recompile"):
+            compiled(torch.randn(7, 4))  # covered: no error
+            with pytest.raises(RuntimeError) as refused:
+                compiled(torch.randn(1, 4))
+    assert recompile_reason(refused.value).endswith("fails: 0/1 specialization")
+    assert recompile_reason(RuntimeError("shape mismatch")) is None
+
+
+@pytest.mark.slow
+def test_compiles_swept_batch_of_one_is_recorded_as_a_recompile_not_compiled_for(tmp_path):
+    out = tmp_path / "report.json"
+    run_cli("run", str(ROOT / "models" / "convnet.py"), "--stages", "compile", "--compile-backend", "eager",
+            "--json", str(out), timeout=600)
+    [compile_stage] = [s for s in json.loads(out.read_text())["stages"] if s["name"] == "compile"]
+    assert compile_stage["status"] == "pass"
+    [recompile] = compile_stage["recompiles"]
+    assert recompile.startswith("batch 1: torch.compile would compile again for it (guard ")
+    assert "0/1 specialization" in recompile
+    assert [one["label"] for one in compile_stage["swept"]] == ["batch 7"]  # the size the graphs cover is run
+    assert "not run at batch 1" in compile_stage["reason"]

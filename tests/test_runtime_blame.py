@@ -19,11 +19,16 @@ def _onnxruntime_findings(report) -> list[dict]:
     return [f for f in report["findings"] if f["stage"] == "onnxruntime"]
 
 
+def _blame(tmp_path, model: str, *options: str) -> tuple[dict, dict]:
+    """The onnxruntime stage's one finding that is not a proven recipe, for tests/models/`model`, and the report."""
+    _, report = run_json(tmp_path, "run", str(ROOT / "tests" / "models" / model), "--stages", "onnxruntime", *options)
+    [finding] = [f for f in _onnxruntime_findings(report) if f["kind"] != "passes-with"]
+    return finding, report
+
+
 @pytest.mark.slow
 def test_the_optimizer_is_blamed_with_the_level_that_brings_the_difference_and_the_nodes_it_fuses(tmp_path):
-    _, report = run_json(tmp_path, "run", str(ROOT / "tests" / "models" / "residual_layernorm.py"), "--stages",
-                         "onnxruntime")
-    [finding] = [f for f in _onnxruntime_findings(report) if f["kind"] != "passes-with"]
+    finding, report = _blame(tmp_path, "residual_layernorm.py")
     assert finding["kind"] == "runtime-optimizer"
     assert "at ORT_ENABLE_BASIC every input set answers as eager does" in finding["message"]
     assert "ORT_ENABLE_EXTENDED brings the difference on input set 1" in finding["message"]
@@ -52,9 +57,7 @@ def test_a_model_only_the_other_exporter_gets_right_has_that_exporter_in_its_rou
 def test_the_exporter_is_blamed_where_the_reference_evaluator_differs_from_eager_too(tmp_path):
     """AdaptiveAvgPool2d on a second image size: the exported program already answers otherwise (torch 2.13),
     so neither onnxruntime nor its optimizer is blamed."""
-    _, report = run_json(tmp_path, "run", str(ROOT / "tests" / "models" / "adaptive_pool_dynamic.py"), "--stages",
-                         "onnxruntime")
-    [finding] = [f for f in _onnxruntime_findings(report) if f["kind"] != "passes-with"]
+    finding, _ = _blame(tmp_path, "adaptive_pool_dynamic.py")
     assert finding["kind"] == "export-divergence"
     assert "onnx.reference) differs from eager on input set 2 as onnxruntime does" in finding["message"]
     assert "torch.export's capture is the cause" in finding["message"]
@@ -66,9 +69,7 @@ def test_the_exporter_is_blamed_where_the_reference_evaluator_differs_from_eager
 def test_no_one_is_blamed_for_values_on_a_rounding_edge_where_eager_itself_is_off_its_float64_run(tmp_path):
     """Quantized outputs: one quantum apart where the value sits on a rounding edge, at every optimization
     level and in onnx.reference too, and eager as far from float64 there."""
-    _, report = run_json(tmp_path, "run", str(ROOT / "tests" / "models" / "qdq_conv.py"), "--stages",
-                         "onnxruntime", "--onnx-exporter", "legacy")
-    [finding] = [f for f in _onnxruntime_findings(report) if f["kind"] != "passes-with"]
+    finding, _ = _blame(tmp_path, "qdq_conv.py", "--onnx-exporter", "legacy")
     assert finding["kind"] == "numeric-divergence"
     assert "only where eager itself is far from its float64 run" in finding["message"]
     assert "neither onnxruntime, its optimizer nor the exporter is blamed" in finding["message"]

@@ -44,7 +44,7 @@ def recompile_reason(error: BaseException) -> str | None:
     'fail_on_recompile' (the first guard that fails, and 0/1 specialization where that is why); None for
     any other error."""
     text = str(error)
-    if "fail_on_recompile" not in text:
+    if "fail_on_recompile" not in text and "Detected recompile" not in text:
         return None
     failures = [line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- ")]
     if not failures:

@@ -25,13 +25,14 @@ from pathlib import Path
 
 from compatcheck.errors import UsageError
 from compatcheck.files import copy_into
+from compatcheck.worker.inductor import LOCK as INDUCTOR_LOCK
 
 PREFIX = "compatcheck-run-"
 OWNER = "owner"
 NAMESPACE = "owner-namespace"
 LOCK = ".compatcheck.lock"
 WORKER_TEMP = "worker-tmp"  # the workers' TMPDIR where the sandbox keeps them from the usual one
-PRIVATE = ("worker-request-", OWNER, NAMESPACE, WORKER_TEMP + "/")  # the run's plumbing, not results
+PRIVATE = ("worker-request-", OWNER, NAMESPACE, WORKER_TEMP + "/", INDUCTOR_LOCK)  # the run's plumbing, not results
 UNOWNED_GRACE = 60.0  # seconds a folder may lack its owner file: the moment between creating it and writing it
 
 

@@ -102,11 +102,6 @@ class RunRequest:
 def execute(request: RunRequest) -> Report:
     """Run the stages not resumed or cached, and assemble the report."""
     options = request.options = request.chosen.run_options()
-    if request.chosen.jobs is None:
-        from compatcheck.host import default_jobs
-
-        request.chosen.jobs = default_jobs(len(ladder.lanes(options.stages, len(ladder.NAMES))),
-                                           options.memory_limit)
     if options.device == "cuda":
         from compatcheck.host import cuda_missing
 

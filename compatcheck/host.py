@@ -51,4 +51,3 @@ def cuda_missing() -> str | None:
     if not torch.cuda.is_available():
         return f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU"
     return None
-

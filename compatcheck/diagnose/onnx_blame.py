@@ -18,6 +18,7 @@ from compatcheck.errors import one_line
 
 # What onnx.reference's answer to the failing input set agrees with.
 EAGER, RUNTIME, NEITHER = "eager", "onnxruntime", "neither"
+LEVELS_RUN = f"the session built again at {', '.join(LEVELS[:-1])}, each run on every input set"
 
 
 def blamed(stage: str, ctx, index: int, session, providers: list[str]):
@@ -28,7 +29,7 @@ def blamed(stage: str, ctx, index: int, session, providers: list[str]):
     checked, oracle = [], None
     with within(2 * budget(ctx) + 10) as timer:
         said = optimizer_check(ctx, index, providers)
-        checked.append(f"the session built again at {', '.join(LEVELS[:-1])}, each run on every input set")
+        checked.append(LEVELS_RUN)
         if said.avoids:
             return _optimizer_finding(stage, index, said, providers, checked)
         if _eager_far(ctx, index):
@@ -45,7 +46,7 @@ def blamed(stage: str, ctx, index: int, session, providers: list[str]):
                              "--diagnose-budget ran out")
     elif oracle in (EAGER, NEITHER):
         finding.message = f"{_ORACLE_SAID[oracle].format(set=index + 1)} {_sentence(finding.message)}"
-    finding.checked_by = "; ".join(checked)
+    finding.checked_by = "; ".join(checked) or None
     return finding
 
 
@@ -160,9 +161,9 @@ def optimizer_first(stage: str, ctx, findings: list, providers: list[str]) -> li
     the optimizer's finding comes first, before the failure's own."""
     from compatcheck.diagnose.replay import first_mismatch
 
+    first = first_mismatch(ctx) or 0
     with within(2 * budget(ctx) + 10):
-        said = optimizer_check(ctx, first_mismatch(ctx) or 0, providers)
+        said = optimizer_check(ctx, first, providers)
         if said.avoids:
-            checked = [f"the session built again at {', '.join(LEVELS[:-1])}, each run on every input set"]
-            return [_optimizer_finding(stage, first_mismatch(ctx) or 0, said, providers, checked), *findings]
+            return [_optimizer_finding(stage, first, said, providers, [LEVELS_RUN]), *findings]
     return findings

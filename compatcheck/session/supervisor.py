@@ -151,13 +151,12 @@ class Supervisor:
     def run(self) -> Outcome:
         todo = [name for name in self.options.stages if name not in self.outcome.results]
         lanes = ladder.lanes(todo, self.jobs)
-        if len(lanes) > 1:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-            self.cores = max(1, cores // len(lanes))
         if len(lanes) <= 1:
             for lane in lanes:
                 self._run_lane(lane, 0)
             return self.outcome
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        self.cores = max(1, cores // len(lanes))
         with ThreadPoolExecutor(len(lanes)) as pool:
             futures = [pool.submit(self._run_lane, lane, index) for index, lane in enumerate(lanes)]
             try:

@@ -22,7 +22,7 @@ _TRACED_FRAME = re.compile(r"^(.+\.py)\((\d+)\): \S+$")
 # Installed packages whose frames are the machinery under every model: neither the user's nor the library
 # a model is built with.
 MACHINERY = {
-    "torch", "functorch", "torchgen", "triton", "compatcheck", "onnx", "onnxscript", "onnx_ir", "onnxruntime",
+    "torch", "functorch", "torchgen", "triton", "compatcheck", "onnx", "onnxscript", "onnx_ir", "onnxruntime", "openvino",
     "numpy", "sympy", "mpmath", "scipy", "typing_extensions", "packaging", "filelock", "fsspec", "jinja2",
     "markupsafe", "networkx", "yaml", "_yaml", "tqdm", "requests", "urllib3", "certifi", "idna", "google", "grpc",
     "tritonclient", "pydantic", "pydantic_core", "typer", "rich", "click", "pytest", "_pytest", "pluggy",

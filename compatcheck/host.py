@@ -11,8 +11,8 @@ from importlib import metadata
 
 from compatcheck import redact
 
-PACKAGES = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "tritonclient", "numpy")
-RELEVANT = re.compile(r"^(TORCH|PYTORCH|TORCHINDUCTOR|OMP|MKL|OPENBLAS|CUDA|CUBLAS|CUDNN|NVIDIA|ORT|ONNX|TRITON)_")
+PACKAGES = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "tritonclient", "openvino", "numpy")
+RELEVANT = re.compile(r"^(TORCH|PYTORCH|TORCHINDUCTOR|OMP|MKL|OPENBLAS|CUDA|CUBLAS|CUDNN|NVIDIA|ORT|ONNX|TRITON|OV|OPENVINO)_")
 
 
 def variables() -> dict[str, str]:

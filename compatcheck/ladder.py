@@ -44,6 +44,9 @@ LADDER = (
           "onnx", 1, "the ONNX graph"),
     Entry("triton", "compatcheck.stages.triton:Triton", ("onnx_export",), "the ONNX file served by Triton, HTTP and gRPC",
           "onnx", 1, "the served model"),
+    Entry("openvino", "compatcheck.stages.openvino:OpenVino", (),
+          "openvino.convert_model, saved as IR and compiled for the CPU plugin, at its defaults", "openvino", 1,
+          "the OpenVINO model"),
 )
 NAMES = tuple(entry.name for entry in LADDER)
 BY_NAME = {entry.name: entry for entry in LADDER}
@@ -65,6 +68,7 @@ ROUTES = (
     Route("TorchScript (trace)", "trace", ("jit_trace",), "jit_trace"),
     Route("torch.export → AOTInductor", "aoti", ("export", "aot_inductor"), "aot_inductor"),
     Route("ONNX → onnxruntime → Triton", "onnx", ("onnx_export", "onnxruntime", "triton"), "onnxruntime"),
+    Route("OpenVINO", "openvino", ("openvino",), "openvino"),
 )
 ROUTE = {route.key: route for route in ROUTES}
 

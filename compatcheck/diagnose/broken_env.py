@@ -60,3 +60,49 @@ def fault(error: BaseException | None) -> tuple[str, str] | None:
 def broken_environment(stage: str, environment: str):
     """The finding of a stage that is no verdict on the model: what failed to import, and the fix."""
     return plain(stage, "broken-environment", environment)
+
+
+# torch.compile's guard code: what it asserts are torch's own invariants, which no model breaks by itself.
+_GUARD_CODE = ("torch/_dynamo/guards.py", "torch/_guards.py")
+
+
+def _in_guard_code(error: BaseException) -> bool:
+    return isinstance(error, AssertionError) and any(
+        frame.filename.replace(os.sep, "/").endswith(_GUARD_CODE) for frame in traceback.extract_tb(error.__traceback__))
+
+
+def _backend_release(backend: str) -> str:
+    """'openvino 2026.4.1': the package that registers the backend, and its version."""
+    from importlib import metadata
+
+    from torch._dynamo.backends.registry import lookup_backend
+
+    package = getattr(lookup_backend(backend), "__module__", "").split(".")[0]
+    try:
+        return f"{package} {metadata.version(package)}"
+    except (metadata.PackageNotFoundError, ValueError):
+        return package or backend
+
+
+def backend_fault(ctx, backend: str, fullgraph: bool, error: BaseException | None) -> str | None:
+    """A backend other than inductor that failed an assertion in torch's guard code, where the same model
+    compiles and runs with backend="eager" (dynamo alone, which builds the same guards): the backend and this
+    torch release do not work together, which is the environment's fault; None otherwise."""
+    import torch
+
+    if error is None or backend == "inductor" or not _in_guard_code(error):
+        return None
+    first = ctx.spec.input_sets[0]
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(ctx.spec.reference_copy(), backend="eager", fullgraph=fullgraph)(*first.args, **first.kwargs)
+    except Exception:
+        return None  # dynamo alone fails too: the model's failure, which the stage's findings describe
+    finally:
+        torch._dynamo.reset()
+    head = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+    return (f"torch.compile(backend={backend!r}) failed an assertion in torch "
+            f"{torch.__version__.split('+')[0]}'s guard code (AssertionError: {head}), where the same model compiles "
+            f"and runs with backend='eager': {_backend_release(backend)} and this torch release do not work together; "
+            "fix: a torch release the backend supports, or another --compile-backend")

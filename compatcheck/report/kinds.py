@@ -93,10 +93,10 @@ KINDS: tuple[Kind, ...] = (
          "library's output class)", ("jit_trace",), "return a tuple of tensors"),
     Kind("trace-error", "torch.jit.trace raised", ("jit_trace",), "see the error at the line"),
     Kind("frozen-control-flow", "the trace froze a branch on a tensor's value: other inputs take the branch input "
-         "set 1 took", ("jit_trace",), "use torch.where, torch.jit.script for the branch, or torch.export"),
+         "set 1 took", ("jit_trace", "openvino"), "use torch.where, torch.jit.script for the branch, or torch.export"),
     Kind("frozen-constant", "the trace froze a value computed from a tensor (.item(), .tolist(), NumPy) as a "
-         "constant", ("jit_trace",), "keep the computation in tensors"),
-    Kind("frozen-shape", "the trace unrolled an iteration over a tensor: its length is frozen", ("jit_trace",),
+         "constant", ("jit_trace", "openvino"), "keep the computation in tensors"),
+    Kind("frozen-shape", "the trace unrolled an iteration over a tensor: its length is frozen", ("jit_trace", "openvino"),
          "iterate with tensor ops, or use torch.export"),
     Kind("trace-warning", "the tracer warned that the trace may not generalize", ("jit_trace",),
          "read the warning at the line; the input sets show whether it mattered"),
@@ -119,6 +119,14 @@ KINDS: tuple[Kind, ...] = (
          "the finding names the first node whose value differs and its line: rewrite that op, or the other exporter"),
     Kind("onnx-version", "the ONNX file's IR version or opset is newer than the installed onnxruntime reads",
          ("onnxruntime",), "the finding says which of the two: upgrade onnxruntime, or export at an older opset"),
+    Kind("unconvertible-op", "an op OpenVINO's PyTorch frontend has no conversion for", ("openvino",),
+         "rewrite the op at the finding's line with ops it converts, or try a newer openvino"),
+    Kind("conversion-error", "openvino.convert_model raised: its trace of the model, or a conversion it could not "
+         "finish", ("openvino",), "see the error at the line"),
+    Kind("reduced-precision", "a default of the route lowered the model's float32 on its own (OpenVINO: "
+         "save_model's float16 weights, the CPU plugin's bfloat16 where the processor has it): the answers "
+         "differ from eager's by that", ("openvino",),
+         "the finding's setting; the passes-with finding says which of them is proven to be enough"),
     Kind("artifact-error", "the artifact, built, raised on an input set or swept size that eager answers: a size or "
          "value was baked into it when it was built; the finding names the error and, where it can be seen, the line",
          (ANY,), "read the error at the line; the stage's recipes (another sample, static sizes) say what gets past it"),
@@ -136,8 +144,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("triton-server-error", "the Triton server failed or could not be reached", ("triton",),
          "see the server's log in the working folder"),
     # The environment and what was proven.
-    Kind("broken-environment", "the stage raised because a library could not import what it needs: no verdict on "
-         "the model", (ANY,), "the fix the finding names (reinstall or align the library)"),
+    Kind("broken-environment", "the stage raised because of the environment, not the model: a library could not "
+         "import what it needs, or a torch.compile backend fails the same way on a one-layer Linear", (ANY,), "the fix the finding names (reinstall or align the library)"),
     Kind("sandbox-denied", "the stage raised because compatcheck's sandbox refused to make a new file or folder "
          "beside its result cache or key folder (~/.triton, ~/.cache/torch, ...): the model cannot write there during "
          "a run", (ANY,), "create the path the finding names before the run, or run with COMPATCHECK_SANDBOX=off"),

@@ -91,6 +91,14 @@ class Stage:
     def backend(self, ctx: "StageContext") -> str | None:
         return None
 
+    def environment(self, ctx: "StageContext", error: BaseException | None) -> str | None:
+        """Where the stage failed for a reason no model gets past (a library that cannot import what it
+        needs): what, and the fix; None where the failure is a verdict on the model."""
+        from compatcheck.diagnose.broken_env import fault
+
+        found = fault(error)
+        return f"{found[0]}; fix: {found[1]}" if found else None
+
     def upcast(self, ctx: "StageContext") -> str | None:
         """With --dtype: what the backend computes in float32 instead, on its own, in words; None when
         it computes in the dtype (or does not say)."""

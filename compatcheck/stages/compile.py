@@ -80,6 +80,20 @@ class Compile(Stage):
 
         return run
 
+    def available(self, ctx: StageContext) -> str | None:
+        backend = ctx.options.compile_backend
+        if backend in torch._dynamo.list_backends(exclude_tags=()):
+            return None
+        install = "pip install 'compatcheck[openvino]'" if backend == "openvino" else \
+            "install the package that registers it"
+        return f"torch.compile has no backend {backend!r} here: {install}"
+
+    def environment(self, ctx: StageContext, error: BaseException | None) -> str | None:
+        from compatcheck.diagnose.broken_env import backend_fault
+
+        return super().environment(ctx, error) or backend_fault(ctx, ctx.options.compile_backend, self.fullgraph,
+                                                                self.failure or error)
+
     def backend(self, ctx: StageContext) -> str:
         if not self.graphs:
             return ctx.options.compile_backend

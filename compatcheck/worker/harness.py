@@ -143,7 +143,7 @@ class StageRun:
                 evidence.precision = precision_reason(self.precision)
             if evidence.input_sets and ctx.varies:
                 evidence.not_compared = not_compared(ctx, self.stage)
-        evidence.environment = _environment(self.error or (self.raised[0] if self.raised else None))
+        evidence.environment = self.stage.environment(ctx, self.error or (self.raised[0] if self.raised else None))
 
     def result(self) -> StageResult:
         leaves = [leaf for one in self.evidence.input_sets for leaf in one.leaves] if self.error is None else []
@@ -157,14 +157,6 @@ class StageRun:
             max_abs_error=max(errors["abs"], default=None), max_rel_error=max(errors["rel"], default=None),
             artifacts={k: v for k, v in self.ctx.artifacts.items() if k == self.stage.name},
             covered=sorted(covered.lines) if self.evidence.reference and (covered := self.ctx.spec.covered) else None)
-
-
-def _environment(error: BaseException | None) -> str | None:
-    """A library's failed import behind the error: what, and the fix."""
-    from compatcheck.diagnose.broken_env import fault
-
-    found = fault(error)
-    return f"{found[0]}; fix: {found[1]}" if found else None
 
 
 def _release(*errors: BaseException | None) -> None:

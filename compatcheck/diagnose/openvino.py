@@ -1,0 +1,145 @@
+"""Findings for OpenVINO: the ops its PyTorch frontend could not convert, at the user's lines; the precision
+its defaults chose on their own (float16 weights from save_model, bfloat16 inference from the CPU plugin);
+a dim the input sets vary in that the converted model holds static."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from compatcheck.diagnose.errors import error_finding
+from compatcheck.diagnose.found import finding_at, plain
+from compatcheck.diagnose.torchscript import trace_findings
+from compatcheck.spec import dynamic_dims
+
+# The frontend's report of what it could not convert: "-- No conversion rule found for operations: aten::x, ..."
+_UNCONVERTED = re.compile(r"-- (No conversion rule found for operations|Conversion is failed for): (.+)")
+# The trace's proof names the first input set that differs, which here may differ by precision alone.
+_PROOF = re.compile(r" Input set \d+ proves it: there the trace differs from eager\.")
+_REWRITE_F32 = 'compiled = openvino.compile_model(path, "CPU", config={"INFERENCE_PRECISION_HINT": "f32"})'
+_REWRITE_SAVE = "openvino.save_model(ov_model, path, compress_to_fp16=False)"
+
+
+def _hint(compiled) -> tuple[str, str]:
+    """The precision the CPU plugin computes in ('bf16'), and why in words where it chose it itself."""
+    import openvino
+
+    hint = compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
+    capabilities = openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    chosen = {"bf16": "BF16", "f16": "FP16"}.get(hint)
+    return hint, (f"its default on this processor: OPTIMIZATION_CAPABILITIES lists {chosen}"
+                  if chosen in capabilities else "")
+
+
+def precision_chosen(compiled) -> str:
+    hint, why = _hint(compiled)
+    return f"inference precision {hint}{f' ({why})' if why else ''}"
+
+
+def _unconverted(error: BaseException) -> list[str]:
+    """The torch ops the frontend named, in its order; its None constants are what the failed ops left."""
+    ops = [op.strip() for _, listed in _UNCONVERTED.findall(str(error)) for op in listed.split(",")]
+    named = [op for op in dict.fromkeys(ops) if op and not op.startswith("prim::")]
+    return named or [op for op in dict.fromkeys(ops) if op]
+
+
+def _traced_lines(ctx, ops: list[str]) -> dict[str, list[tuple[str, int]]]:
+    """Each op's user lines, innermost first, in a trace made as the frontend makes it (torch.jit.trace on
+    the sample, not strict); empty where tracing fails."""
+    sample = ctx.sample.map(lambda leaf: leaf.cpu())
+    try:
+        with torch.no_grad():
+            traced = torch.jit.trace(ctx.spec.reference_copy().cpu(), sample.args or (), strict=False,
+                                     check_trace=False, example_kwarg_inputs=sample.kwargs or None)
+    except Exception:
+        return {}
+    graph = traced.inlined_graph  # its nodes live only as long as this graph
+    return {op: [ctx.spec.user.locations(node.sourceRange())[0] for node in graph.findAllNodes(op)
+                 if ctx.spec.user.locations(node.sourceRange())] for op in ops}
+
+
+def _conversion_findings(stage: str, ctx, error: BaseException) -> list:
+    import openvino
+
+    ops = _unconverted(error)
+    if not ops:
+        return [error_finding(stage, ctx, error, "conversion-error")]
+    lines = _traced_lines(ctx, ops)
+    version = openvino.__version__.split("-")[0]
+    findings = []
+    for op in ops:
+        message = f"OpenVINO {version}'s PyTorch frontend has no conversion for {op}"
+        places = lines.get(op) or [None]
+        findings += [finding_at(ctx.spec.user, stage, "unconvertible-op", message, op=op, location=place)
+                     for place in dict.fromkeys(places)]
+    return findings
+
+
+def _static_dims(stage: str, ctx, compiled) -> list:
+    """A dim the input sets vary in that the converted model's input holds static."""
+    found = []
+    for port, dims in zip(compiled.inputs, dynamic_dims(ctx.spec)):
+        shape = port.get_partial_shape()
+        pinned = [dim for dim in sorted(dims) if dim < shape.rank.get_length() and shape[dim].is_static]
+        if pinned:
+            name = next(iter(port.get_names()), "an input")
+            found.append(plain(stage, "dynamic-shape", f"OpenVINO holds dim {', '.join(map(str, pinned))} of "
+                               f"{name} static ({shape}): the input sets vary in it, and other sizes are refused"))
+    return found
+
+
+def _answers(ctx, runner, index: int) -> bool:
+    """Whether `runner` answers input set `index` as eager does, compared as the stage's run compares."""
+    from compatcheck.compare import compare_outputs
+
+    leaves, structure = compare_outputs(
+        ctx.reference[index], runner(ctx.spec.input_sets[index]), ctx.tolerances, flat=True,
+        noise=ctx.noise[index] if ctx.noise is not None else None, fp64=lambda: ctx.fp64(index),
+        values=ctx.unvalued(index, False))
+    return all(leaf.ok for leaf in leaves) and bool(leaves or not structure)
+
+
+def _precision_findings(stage: str, ctx, compiled, path: str | None, float32) -> list:
+    """Where the stage's answers differ and the route in float32 throughout (`float32()` builds it) answers
+    the first input set that differed as eager does: each default that lowered the model's float32, with its
+    setting. Where float32 differs too, the precision is not the cause, and nothing is said of it."""
+    import openvino
+
+    index = next(one.index for one in ctx.input_results if not one.ok and one.error is None)
+    try:
+        if not _answers(ctx, float32(), index):
+            return []
+    except Exception:  # the float32 build failing is no evidence either way
+        return []
+    checked = f"in float32 throughout, input set {index + 1} answers as eager does"
+    found = []
+    hint, why = _hint(compiled)
+    if hint != "f32":
+        found.append(plain(stage, "reduced-precision", f"the CPU plugin computed in {hint}, which the model never "
+                           f"asked for{f' ({why})' if why else ''}", rewrite=_REWRITE_F32, checked_by=checked))
+    model = openvino.Core().read_model(path) if path else None
+    if model is not None and any(op.get_type_name() == "Constant" and op.get_output_element_type(0).to_string() == "f16"
+                                 for op in model.get_ops()):
+        found.append(plain(stage, "reduced-precision", "openvino.save_model stored the weights in float16 "
+                           "(compress_to_fp16=True, its default): the model computes with rounded weights",
+                           rewrite=_REWRITE_SAVE, checked_by=checked))
+    return found
+
+
+def openvino_findings(stage: str, ctx, error: BaseException | None, compiled, path: str | None, float32) -> list:
+    """`float32`: builds the route in float32 throughout and returns its runner, for the precision's proof."""
+    if compiled is None:
+        if error is None:
+            return []
+        if type(error).__name__ == "OpConversionFailure":
+            return _conversion_findings(stage, ctx, error)
+        return [error_finding(stage, ctx, error, "conversion-error")]
+    found = _static_dims(stage, ctx, compiled)
+    differs = any(not one.ok and one.error is None for one in ctx.input_results)
+    if differs:  # the frontend traces the model: what the trace froze is what the tracer warned of
+        found += [one.model_copy(update={"message": _PROOF.sub("", one.message)})
+                  for one in trace_findings(stage, ctx, None) if one.kind != "trace-warning"]
+    if differs and ctx.reduced is None:
+        found += _precision_findings(stage, ctx, compiled, path, float32)
+    return found

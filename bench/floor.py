@@ -4,7 +4,8 @@
 
 --stages leaves the others out, as `compatcheck run --stages` does (eager, the reference, always runs;
 aot_inductor needs export, onnxruntime needs onnx_export). The export is saved and loaded back, as a
-deployer ships it; AOTInductor compiles that program into a package and loads it.
+deployer ships it; AOTInductor compiles that program into a package and loads it. Where openvino is
+installed, the model is converted, saved as IR and compiled for the CPU plugin, as the openvino stage does.
 """
 
 import argparse
@@ -22,7 +23,7 @@ from torch.export import Dim
 from torch.utils import _pytree as pytree
 
 STAGES = ("compile", "compile_fullgraph", "export", "aot_inductor", "jit_script", "jit_trace", "onnx_export",
-          "onnxruntime")
+          "onnxruntime", "openvino")
 
 
 def load(path):
@@ -131,7 +132,25 @@ def main(path, stages):
                 except Exception:
                     verdicts.setdefault("onnx_export", False)
                     verdicts["onnxruntime"] = False
+        if "openvino" in stages and importlib.util.find_spec("openvino"):
+            openvino_stage(copies["openvino"], sets, check, verdicts)
     print(verdicts)
+
+
+def openvino_stage(model, sets, check, verdicts):
+    """convert_model with the batch dynamic, save_model, compile_model(path, "CPU"), at their defaults."""
+    import openvino
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(Path(folder) / "model.openvino.xml")
+        try:
+            args = sets[0][0]
+            converted = openvino.convert_model(model, example_input=args, input=[[-1, *t.shape[1:]] for t in args])
+            openvino.save_model(converted, path)
+            compiled = openvino.compile_model(path, "CPU")
+            check("openvino", lambda a, k: list(compiled([t.numpy() for t in pytree.tree_leaves((a, k))]).to_tuple()))
+        except Exception:
+            verdicts["openvino"] = False
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 Per model, paired runs (each side in turn, every run with a fresh inductor cache, as on a new machine),
 medians of wall and CPU seconds (user + system, the process and its children) of:
 - the floor (bench/floor.py): the stages once each in one process with an allclose, nothing else; with
-  export and AOTInductor ("floor"), and without them, as the floor was before they were added ("floor-6");
+  export, AOTInductor and, where installed, OpenVINO ("floor"), and without them, as the floor was before they were added ("floor-6");
 - a cold `compatcheck run --skip triton --no-cache` with the default options (the sweep, the meta run, the
   batch checks, one worker);
 - the same with --jobs 2;
@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = ["models/convnet.py", "models/modulelist_loop.py", "models/data_dependent_if.py"]
-FLOOR_STAGES = "compile,compile_fullgraph,export,aot_inductor,jit_script,jit_trace,onnx_export,onnxruntime"
+FLOOR_STAGES = "compile,compile_fullgraph,export,aot_inductor,jit_script,jit_trace,onnx_export,onnxruntime,openvino"
 OLD_FLOOR_STAGES = "compile,compile_fullgraph,jit_script,jit_trace,onnx_export,onnxruntime"
 
 

@@ -259,12 +259,23 @@ def docs_torch() -> str:
     return re.search(r"torch==([0-9][0-9.]*[0-9])", (ROOT / "README.md").read_text()).group(1)
 
 
+# OpenVINO's CPU plugin computes in bfloat16 by default on a processor with bf16 instructions, and in
+# float32 elsewhere: the blocks were made on one with them.
+DOCS_OPENVINO_PRECISION = "bf16"
+
+
 def other_torch(report) -> str | None:
-    """Why `report` cannot give the output blocks: it ran on another torch than the README installs."""
+    """Why `report` cannot give the output blocks: it ran on another torch than the README installs, or
+    on a processor where OpenVINO chose another precision than the blocks show."""
     torch = report.environment.get("torch", "unknown")
     if torch.split("+")[0] != docs_torch():
         return (f"the output blocks show torch {docs_torch()} (the README's set-up command installs it); "
                 f"this run had torch {torch}")
+    chosen = next((re.search(r"inference precision (\w+)", stage.backend or "") for stage in report.stages
+                   if stage.name == "openvino"), None)
+    if chosen and chosen.group(1) != DOCS_OPENVINO_PRECISION:
+        return (f"the output blocks show OpenVINO's CPU plugin computing in {DOCS_OPENVINO_PRECISION}, its default "
+                f"on a processor with bf16 instructions; on this one it computes in {chosen.group(1)}")
     return None
 
 

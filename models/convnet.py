@@ -1,4 +1,5 @@
-"""A plain conv net with two batch sizes: every stage should pass, with a dynamic batch inferred."""
+"""A plain conv net with two batch sizes: every stage should pass, with a dynamic batch inferred; OpenVINO's
+defaults (float16 weights, bfloat16 inference) differ, and it passes in float32."""
 
 import torch
 from torch import nn
@@ -14,7 +15,10 @@ EXPECTED = {
     "jit_trace": "pass",
     "onnx_export": "pass",
     "onnxruntime": "pass",
+    "openvino": "mismatch",
 }
+# What the suite asserts of it (tests/test_findings.py); tests/test_openvino.py checks the rest.
+EXPECTED_FINDINGS = [{"stage": "openvino", "kind": "reduced-precision", "op": None, "line": None}]
 
 # With --dtype (docs/precision.md): tests/test_precision.py asserts these; aot_inductor's from a full run.
 EXPECTED_FLOAT16 = {

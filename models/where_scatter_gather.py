@@ -14,6 +14,7 @@ EXPECTED = {
     "jit_trace": "pass",
     "onnx_export": "pass",
     "onnxruntime": "pass",
+    "openvino": "pass",
 }
 
 

@@ -9,7 +9,7 @@ from torch import nn
 
 import compatcheck
 from tests.conftest import MODELS, ROOT, run_json, verdicts
-from tests.shared_runs import expected_verdicts
+from tests.shared_runs import expected_verdicts, stages_to_run
 
 # One model per kind of verdict the ladder gives: a graph break, a frozen branch and a failed export
 # (data_dependent_if), TorchScript failures (autograd_function) and an onnxruntime failure
@@ -38,7 +38,7 @@ def findings(report: dict) -> list:
 @pytest.mark.parametrize("name", SAME_AS_FILE)
 def test_check_on_an_object_gives_what_run_gives_on_its_file(tmp_path, monkeypatch, name):
     # aot_inductor compiles C++ for minutes and loads the model no differently than export does.
-    expected = {stage: verdict for stage, verdict in expected_verdicts(MODELS / f"{name}.py").items()
+    expected = {stage: verdict for stage, verdict in stages_to_run(expected_verdicts(MODELS / f"{name}.py"), name).items()
                 if stage != "aot_inductor"}
     stages = list(expected)
     proc, from_file = run_json(tmp_path, "run", str(MODELS / f"{name}.py"), "--stages", ",".join(stages),

@@ -54,7 +54,7 @@ def test_the_readme_set_up_commands_install_and_run_and_ci_runs_the_test_command
     run = readme_block("## Set up and run")
     test = readme_block("Run the tests")
     assert run.startswith("python3 -m venv .venv && ") and run.endswith("compatcheck run models/convnet.py")
-    assert test == ".venv/bin/pip install torch==2.13.0 -e '.[test,cpu,triton-local]' && .venv/bin/python -m pytest"
+    assert test == ".venv/bin/pip install torch==2.13.0 -e '.[test,cpu,triton-local,openvino]' && .venv/bin/python -m pytest"
     assert test in (ROOT / ".ci" / "run").read_text()
 
 

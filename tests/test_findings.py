@@ -26,6 +26,7 @@ OLDER_MODELS = {
         ("jit_trace", "frozen-control-flow", "if", "if x.sum() > 0:"),
         ("export", "data-dependent-guard", "if", "if x.sum() > 0:"),
         ("onnx_export", "data-dependent-guard", "if", "if x.sum() > 0:"),
+        ("openvino", "frozen-control-flow", "if", "if x.sum() > 0:"),
     ],
     "numpy_forward": [
         ("jit_script", "unsupported-python", "numpy.sqrt", "scale = np.sqrt("),

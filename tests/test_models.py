@@ -22,7 +22,7 @@ def test_every_example_model_expects_a_verdict_from_export_and_aot_inductor():
 
 
 SYMBOLS = {"pass": "✅", "mismatch": "❗", "fail": "❌", "skip": "⏭️"}
-COLUMNS = {"fullgraph": "compile_fullgraph", "onnx": "onnx_export", "ort": "onnxruntime"}
+COLUMNS = {"fullgraph": "compile_fullgraph", "onnx": "onnx_export", "ort": "onnxruntime", "OpenVINO": "openvino"}
 
 
 def docs_table() -> dict[str, dict[str, str]]:
@@ -48,7 +48,9 @@ def test_docs_verdict_table_matches_every_expected_table():
     for path in EXAMPLE_FILES:
         expected = {stage: SYMBOLS[verdict] for stage, verdict in expected_verdicts(path).items()
                     if stage != "triton"}
-        assert table[path.name] == expected, path.name
+        # The OpenVINO column of a model whose EXPECTED does not name it is a recorded run, not asserted.
+        shown = {stage: cell for stage, cell in table[path.name].items() if stage in expected or stage != "openvino"}
+        assert shown == expected, path.name
 
 
 def expected_lines(stage: dict) -> list[str]:
@@ -64,7 +66,7 @@ def expected_lines(stage: dict) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.stem for p in EXAMPLE_FILES])
 def test_example_model_verdicts_and_reproducers(shared_runs, path):
-    expected = stages_to_run(expected_verdicts(path))
+    expected = stages_to_run(expected_verdicts(path), path.stem)
     run = shared_runs.get(path)
     proc, report = run.process, run.report
     assert verdicts(report) == expected, proc.stdout

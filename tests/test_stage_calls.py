@@ -14,6 +14,7 @@ from compatcheck.stages.base import StageContext, bound
 from compatcheck.stages.export import STRICT
 from compatcheck.stages.jit_trace import UNCHECKED
 from compatcheck.stages.onnx_export import AUTO, LEGACY, NOT_OPTIMIZED, PROGRAM
+from compatcheck.stages.openvino import PRECISION
 from tests.conftest import ROOT, run_json
 
 MIXED = '''
@@ -30,7 +31,8 @@ def get_inputs():
     from compatcheck import Call
     return [Call(torch.randn(2, 3), scale=torch.tensor(3.0)), Call(torch.randn(4, 3), scale=torch.tensor(1.5))]
 '''
-RECIPES = {"export": [STRICT], "jit_trace": [UNCHECKED], "onnx_export": [AUTO, LEGACY, NOT_OPTIMIZED, PROGRAM]}
+RECIPES = {"export": [STRICT], "jit_trace": [UNCHECKED], "onnx_export": [AUTO, LEGACY, NOT_OPTIMIZED, PROGRAM],
+           "openvino": list(PRECISION)}
 # What the model and its inputs give a call: the cache key hashes both. The files are where it writes.
 FROM_THE_MODEL = {"model", "args", "kwargs", "keywords", "dynamic_shapes"}
 FILES = {"path", "auto_dynamic_shapes"}
@@ -65,7 +67,7 @@ def test_every_field_of_a_call_is_a_cache_key_option_or_the_model_and_its_inputs
     assert set(RunOptions.model_fields) - KEY_OPTIONS == set(OFF_KEY)
     plain = calls(tmp_path, {})
     assert {name for name, _ in plain} == {"compile", "compile_fullgraph", "export", "jit_script", "jit_trace",
-                                           "onnx_export"}
+                                           "onnx_export", "openvino"}
     named = set()
     for key, call in plain.items():
         assert set(call.reads()) <= FROM_THE_MODEL | FILES | {"program"}, key

@@ -8,7 +8,8 @@ import re
 
 import torch
 
-from compatcheck.diagnose.errors import error_finding
+from compatcheck.diagnose.errors import Diagnosed, error_finding
+from compatcheck.diagnose.export import headline
 from compatcheck.diagnose.found import finding_at, plain
 from compatcheck.diagnose.torchscript import trace_findings
 from compatcheck.spec import dynamic_dims
@@ -76,6 +77,22 @@ def _conversion_findings(stage: str, ctx, error: BaseException) -> list:
     return findings
 
 
+class ConversionFailed(Diagnosed):
+    """openvino.convert_model's error, restated with the ops it could not convert and the user's lines."""
+
+
+def restate(stage: str, ctx, error: BaseException) -> BaseException:
+    """The frontend's report of unconverted ops names no line: restated with the first op at its line."""
+    if type(error).__name__ != "OpConversionFailure":
+        return error
+    try:
+        findings = _conversion_findings(stage, ctx, error)
+    except Exception:  # a diagnosis that fails must not hide OpenVINO's own error
+        return error
+    more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+    return ConversionFailed(headline("openvino.convert_model", findings, more), findings)
+
+
 def _static_dims(stage: str, ctx, compiled) -> list:
     """A dim the input sets vary in that the converted model's input holds static."""
     found = []
@@ -100,19 +117,25 @@ def _answers(ctx, runner, index: int) -> bool:
     return all(leaf.ok for leaf in leaves) and bool(leaves or not structure)
 
 
-def _precision_findings(stage: str, ctx, compiled, path: str | None, float32) -> list:
-    """Where the stage's answers differ and the route in float32 throughout (`float32()` builds it) answers
-    the first input set that differed as eager does: each default that lowered the model's float32, with its
-    setting. Where float32 differs too, the precision is not the cause, and nothing is said of it."""
+def _answered_in_float32(ctx, differing: list[int], float32) -> list[int]:
+    """The input sets of `differing` that the route in float32 throughout (`float32()` builds it) answers as
+    eager does; none where the model is not float32 or that build fails (no evidence either way)."""
+    if ctx.reduced is not None:
+        return []
+    try:
+        runner = float32()
+        return [index for index in differing if _answers(ctx, runner, index)]
+    except Exception:
+        return []
+
+
+def _precision_findings(stage: str, compiled, path: str | None, answered: list[int]) -> list:
+    """Each default that lowered the model's float32, with its setting, where float32 throughout answers the
+    input sets `answered` that the defaults do not."""
     import openvino
 
-    index = next(one.index for one in ctx.input_results if not one.ok and one.error is None)
-    try:
-        if not _answers(ctx, float32(), index):
-            return []
-    except Exception:  # the float32 build failing is no evidence either way
-        return []
-    checked = f"in float32 throughout, input set {index + 1} answers as eager does"
+    sets = ", ".join(str(index + 1) for index in answered)
+    checked = f"in float32 throughout, input set{'s' if len(answered) > 1 else ''} {sets} answer{'' if len(answered) > 1 else 's'} as eager does"
     found = []
     hint, why = _hint(compiled)
     if hint != "f32":
@@ -128,18 +151,17 @@ def _precision_findings(stage: str, ctx, compiled, path: str | None, float32) ->
 
 
 def openvino_findings(stage: str, ctx, error: BaseException | None, compiled, path: str | None, float32) -> list:
-    """`float32`: builds the route in float32 throughout and returns its runner, for the precision's proof."""
+    """`float32`: builds the route in float32 throughout and returns its runner. Where the defaults' answers
+    differ, float32 sorts the causes: the input sets it answers differ by precision; what the trace froze is
+    looked for only where an input set is left (the frontend traces the model, as jit.trace does)."""
     if compiled is None:
-        if error is None:
-            return []
-        if type(error).__name__ == "OpConversionFailure":
-            return _conversion_findings(stage, ctx, error)
-        return [error_finding(stage, ctx, error, "conversion-error")]
+        if isinstance(error, ConversionFailed):
+            return error.findings
+        return [error_finding(stage, ctx, error, "conversion-error")] if error is not None else []
     found = _static_dims(stage, ctx, compiled)
-    differs = any(not one.ok and one.error is None for one in ctx.input_results)
-    if differs:  # the frontend traces the model: what the trace froze is what the tracer warned of
+    differing = [one.index for one in ctx.input_results if not one.ok and one.error is None]
+    answered = _answered_in_float32(ctx, differing, float32) if differing else []
+    if len(answered) < len(differing) or any(one.error for one in ctx.input_results):
         found += [one.model_copy(update={"message": _PROOF.sub("", one.message)})
                   for one in trace_findings(stage, ctx, None) if one.kind != "trace-warning"]
-    if differs and ctx.reduced is None:
-        found += _precision_findings(stage, ctx, compiled, path, float32)
-    return found
+    return found + (_precision_findings(stage, compiled, path, answered) if answered else [])

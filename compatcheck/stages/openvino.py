@@ -13,6 +13,7 @@ import copy
 
 import torch
 
+from compatcheck.errors import restated
 from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding
 from compatcheck.spec import dynamic_dims
@@ -90,8 +91,10 @@ class OpenVino(Stage):
             with torch.no_grad():
                 self.compiled = call.run(**{**bound(ctx), **model_on_cpu, "path": path})
         except Exception as exc:
-            self.failure = exc
-            raise
+            from compatcheck.diagnose.openvino import restate
+
+            self.failure = restated(restate(self.name, ctx, exc), exc)
+            raise self.failure
         ctx.artifacts[self.name] = path
         compiled = self.compiled
         names = [next(iter(one.get_names()), f"input{i}") for i, one in enumerate(compiled.inputs)]

@@ -36,6 +36,13 @@ def test_a_model_exact_in_every_precision_passes_at_every_size_with_its_dims_dyn
                                        f"precision {'bf16' if _bf16_here() else 'f32'}")
 
 
+def test_a_model_called_with_keywords_is_converted_by_name_with_each_tensors_dims(tmp_path):
+    _, report = run_json(tmp_path, "run", str(MODELS / "mixed_call.py"), "--stages", "openvino")
+    stage = _stage(report)
+    assert stage["status"] == "pass", stage
+    assert "example_input=keywords, input={'x': [-1, 3], 'y': [-1, 3], 'mask': [-1, 3]}" in stage["call"]
+
+
 def test_an_op_the_frontend_cannot_convert_is_named_at_the_users_line(tmp_path):
     _, report = run_json(tmp_path, "run", str(MODELS / "openvino_histogram.py"), "--stages", "openvino")
     assert _stage(report)["status"] == "fail"
@@ -45,6 +52,15 @@ def test_an_op_the_frontend_cannot_convert_is_named_at_the_users_line(tmp_path):
     assert "torch.histc" in finding["code"]
     assert _stage(report)["reason"].startswith("ConversionFailed: openvino.convert_model failed at "
                                                "openvino_histogram.py:14")
+
+
+def test_a_trace_the_frontend_cannot_make_is_the_tracers_own_error(tmp_path):
+    """A dataclass among the outputs: the frontend's torch.jit.trace refuses it, and says so only in the cause."""
+    _, report = run_json(tmp_path, "run", str(MODELS / "keyword_dict_output.py"), "--stages", "openvino")
+    stage = _stage(report)
+    assert stage["reason"].startswith("ConversionFailed: openvino.convert_model's trace of the model failed: ")
+    [finding] = [f for f in report["findings"] if f["stage"] == "openvino"]
+    assert finding["kind"] == "trace-error" and "got value of type Hidden" in finding["message"]
 
 
 def test_the_precision_the_defaults_chose_is_caught_and_float32_is_proven(tmp_path):

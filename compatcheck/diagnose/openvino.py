@@ -18,6 +18,7 @@ from compatcheck.spec import dynamic_dims
 _UNCONVERTED = re.compile(r"-- (No conversion rule found for operations|Conversion is failed for): (.+)")
 # The trace's proof names the first input set that differs, which here may differ by precision alone.
 _PROOF = re.compile(r" Input set \d+ proves it: there the trace differs from eager\.")
+_TRACING = "Couldn't get TorchScript module by tracing"  # the frontend's torch.jit.trace raised
 _REWRITE_F32 = 'compiled = openvino.compile_model(path, "CPU", config={"INFERENCE_PRECISION_HINT": "f32"})'
 _REWRITE_SAVE = "openvino.save_model(ov_model, path, compress_to_fp16=False)"
 
@@ -77,20 +78,31 @@ def _conversion_findings(stage: str, ctx, error: BaseException) -> list:
     return findings
 
 
+def _traced(stage: str, ctx, error: BaseException | None) -> list:
+    """The tracer's findings, as jit_trace makes them, less what the frontend's own code made it warn of
+    (no line of yours or of a library's) and the generic warnings; the trace's proof names the first input
+    set that differs, which here may differ by precision alone."""
+    return [one.model_copy(update={"message": _PROOF.sub("", one.message)}) for one in trace_findings(stage, ctx, error)
+            if one.kind != "trace-warning" and (one.file or one.library_file or not one.kind.startswith("frozen-"))]
+
+
 class ConversionFailed(Diagnosed):
     """openvino.convert_model's error, restated with the ops it could not convert and the user's lines."""
 
 
 def restate(stage: str, ctx, error: BaseException) -> BaseException:
-    """The frontend's report of unconverted ops names no line: restated with the first op at its line."""
-    if type(error).__name__ != "OpConversionFailure":
+    """The frontend's report of unconverted ops names no line, and its tracing failure puts torch.jit.trace's
+    own error in the cause: restated with the first op, or the tracer's finding, at the user's line."""
+    traced = _TRACING in str(error) and error.__cause__ is not None
+    if type(error).__name__ != "OpConversionFailure" and not traced:
         return error
     try:
-        findings = _conversion_findings(stage, ctx, error)
+        findings = _traced(stage, ctx, error.__cause__) if traced else _conversion_findings(stage, ctx, error)
     except Exception:  # a diagnosis that fails must not hide OpenVINO's own error
         return error
     more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
-    return ConversionFailed(headline("openvino.convert_model", findings, more), findings)
+    step = "openvino.convert_model's trace of the model" if traced else "openvino.convert_model"
+    return ConversionFailed(headline(step, findings, more), findings)
 
 
 def _static_dims(stage: str, ctx, compiled) -> list:
@@ -162,6 +174,5 @@ def openvino_findings(stage: str, ctx, error: BaseException | None, compiled, pa
     differing = [one.index for one in ctx.input_results if not one.ok and one.error is None]
     answered = _answered_in_float32(ctx, differing, float32) if differing else []
     if len(answered) < len(differing) or any(one.error for one in ctx.input_results):
-        found += [one.model_copy(update={"message": _PROOF.sub("", one.message)})
-                  for one in trace_findings(stage, ctx, None) if one.kind != "trace-warning"]
+        found += _traced(stage, ctx, None)
     return found + (_precision_findings(stage, compiled, path, answered) if answered else [])

@@ -90,8 +90,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("library-not-scriptable", "a library's module in the model is not scriptable: the fix is not in your code",
          ("jit_script",), "use jit_trace or torch.export for this model"),
     Kind("container-output", "the model returns a container TorchScript cannot type (a dict of mixed values, a "
-         "library's output class)", ("jit_trace",), "return a tuple of tensors"),
-    Kind("trace-error", "torch.jit.trace raised", ("jit_trace",), "see the error at the line"),
+         "library's output class)", ("jit_trace", "openvino"), "return a tuple of tensors"),
+    Kind("trace-error", "torch.jit.trace raised", ("jit_trace", "openvino"), "see the error at the line"),
     Kind("frozen-control-flow", "the trace froze a branch on a tensor's value: other inputs take the branch input "
          "set 1 took", ("jit_trace", "openvino"), "use torch.where, torch.jit.script for the branch, or torch.export"),
     Kind("frozen-constant", "the trace froze a value computed from a tensor (.item(), .tolist(), NumPy) as a "

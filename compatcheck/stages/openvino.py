@@ -45,13 +45,16 @@ def input_shapes(ctx: StageContext, by_name: bool):
     """convert_model's `input`: each tensor's shape with -1 at the dims the input sets vary in, by name where
     the sample is passed by keyword; None where the call's arguments are not one tensor each (OpenVINO then
     picks the dims itself)."""
-    sample = ctx.sample
-    keywords = bound(ctx)["keywords"] if by_name else None
+    sample = ctx.sample  # each read copies the input set: the dims are matched to this copy's tensors
+    keywords = ((sample.as_keywords(ctx.spec.signature) if sample.args else None) or sample.kwargs) if by_name \
+        else None
     values = list(keywords.values()) if by_name else list(sample.args)
     if not values or not all(isinstance(value, torch.Tensor) for value in values):
         return None
-    shapes = [[-1 if dim in dims else size for dim, size in enumerate(value.shape)]
-              for value, dims in zip(values, dynamic_dims(ctx.spec))]
+    # The declared dims are per tensor in the call's order; keywords may come in the signature's.
+    declared = {id(leaf): dims for leaf, dims in zip(sample.leaves(), dynamic_dims(ctx.spec))}
+    shapes = [[-1 if dim in declared.get(id(value), ()) else size for dim, size in enumerate(value.shape)]
+              for value in values]
     return dict(zip(keywords, shapes)) if by_name else shapes
 
 

@@ -5,6 +5,7 @@ a dim the input sets vary in that the converted model holds static."""
 from __future__ import annotations
 
 import re
+import traceback
 
 import torch
 
@@ -46,9 +47,9 @@ def _unconverted(error: BaseException) -> list[str]:
     return named or [op for op in dict.fromkeys(ops) if op]
 
 
-def _traced_lines(ctx, ops: list[str]) -> dict[str, list[tuple[str, int]]]:
-    """Each op's user lines, innermost first, in a trace made as the frontend makes it (torch.jit.trace on
-    the sample, not strict); empty where tracing fails."""
+def _traced_stacks(ctx, ops: list[str]) -> dict[str, list[list[traceback.FrameSummary]]]:
+    """The Python stack (outermost first) of each node of each op, in a trace made as the frontend makes it
+    (torch.jit.trace on the sample, not strict); empty where tracing fails."""
     sample = ctx.sample.map(lambda leaf: leaf.cpu())
     try:
         with torch.no_grad():
@@ -57,8 +58,10 @@ def _traced_lines(ctx, ops: list[str]) -> dict[str, list[tuple[str, int]]]:
     except Exception:
         return {}
     graph = traced.inlined_graph  # its nodes live only as long as this graph
-    return {op: [ctx.spec.user.locations(node.sourceRange())[0] for node in graph.findAllNodes(op)
-                 if ctx.spec.user.locations(node.sourceRange())] for op in ops}
+    # A traced node's source range is its stack, innermost frame first.
+    return {op: [[traceback.FrameSummary(file, line, "") for file, line in
+                  reversed(ctx.spec.user.printed_locations(node.sourceRange()))] for node in graph.findAllNodes(op)]
+            for op in ops}
 
 
 def _conversion_findings(stage: str, ctx, error: BaseException) -> list:
@@ -67,14 +70,16 @@ def _conversion_findings(stage: str, ctx, error: BaseException) -> list:
     ops = _unconverted(error)
     if not ops:
         return [error_finding(stage, ctx, error, "conversion-error")]
-    lines = _traced_lines(ctx, ops)
+    stacks = _traced_stacks(ctx, ops)
     version = openvino.__version__.split("-")[0]
-    findings = []
+    findings, seen = [], set()
     for op in ops:
         message = f"OpenVINO {version}'s PyTorch frontend has no conversion for {op}"
-        places = lines.get(op) or [None]
-        findings += [finding_at(ctx.spec.user, stage, "unconvertible-op", message, op=op, location=place)
-                     for place in dict.fromkeys(places)]
+        for stack in stacks.get(op) or [None]:
+            finding = finding_at(ctx.spec.user, stage, "unconvertible-op", message, op=op, stack=stack)
+            if (op, finding.file, finding.line, finding.library_file, finding.library_line) not in seen:
+                seen.add((op, finding.file, finding.line, finding.library_file, finding.library_line))
+                findings.append(finding)
     return findings
 
 

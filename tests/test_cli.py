@@ -14,7 +14,7 @@ CPU_STAGES = ["eager", "compile", "compile_fullgraph", "export", "jit_script", "
 
 @pytest.mark.slow
 def test_conv_net_with_two_batch_sizes_passes_all_cpu_stages(tmp_path):
-    proc, report = run_json(tmp_path, "run", "models/convnet.py", "--skip", "triton,aot_inductor")
+    proc, report = run_json(tmp_path, "run", "models/convnet.py", "--skip", "triton,aot_inductor,openvino")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert verdicts(report) == dict.fromkeys(CPU_STAGES, "pass")
     assert report["model"]["dynamic_shapes_inferred"] is True

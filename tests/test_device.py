@@ -75,7 +75,7 @@ def test_where_the_meta_run_stops_short_the_rest_is_a_note_not_a_finding(shared_
     report = shared_runs.get(MODELS / f"{stem}.py").report
     eager = report["stages"][0]
     assert eager["status"] == "pass" and device_findings(report) == {}
-    assert eager["reason"] == ("device traps not checked on meta past data_dependent_if.py:30 (Tensor.item() "
+    assert eager["reason"] == ("device traps not checked on meta past data_dependent_if.py:31 (Tensor.item() "
                                "cannot be called on meta tensors)")
 
 

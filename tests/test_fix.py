@@ -188,7 +188,7 @@ def test_run_says_in_one_line_what_fix_can_rewrite(tmp_path):
     proc = run_cli("run", str(MODELS / "data_dependent_if.py"), "--stages", "eager,compile_fullgraph", "-q", *FAST,
                    cwd=tmp_path)
     lines = [line for line in proc.stderr.splitlines() if line.startswith("fix: ")]
-    assert lines == ["fix: `compatcheck fix` can rewrite data-dependent-if at data_dependent_if.py:30, and offers "
+    assert lines == ["fix: `compatcheck fix` can rewrite data-dependent-if at data_dependent_if.py:31, and offers "
                      "what running every stage again on the rewrite proves"]
 
 

@@ -10,6 +10,7 @@ so it is what the verdict is about; float32 in either place is a recipe, offered
 from __future__ import annotations
 
 import copy
+import shutil
 
 import torch
 
@@ -130,11 +131,15 @@ class OpenVino(Stage):
         return self.found
 
     def _float32(self, ctx: StageContext):
-        """The route in float32 throughout (the last PRECISION recipe), built in a folder of its own."""
+        """The route in float32 throughout (the last PRECISION recipe), built in a folder of its own that
+        goes once it is compiled: the runner holds what it runs."""
         scratch = copy.copy(ctx)
         scratch.recipe, scratch.artifacts = PRECISION[-1], dict(ctx.artifacts)
-        scratch.artifact_dir = (ctx.artifact_dir or ctx.workdir) / "float32"
-        return OpenVino().build(scratch)
+        scratch.artifact_dir = ctx.workdir / "recipes" / f"{self.name}-float32"
+        try:
+            return OpenVino().build(scratch)
+        finally:
+            shutil.rmtree(scratch.artifact_dir, ignore_errors=True)
 
     def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
         from compatcheck.diagnose.sample import sample_recipes
@@ -143,7 +148,7 @@ class OpenVino(Stage):
         return sample_recipes(ctx, error or self.failure) + (list(PRECISION) if lowered else [])
 
     def reproduce(self, ctx: StageContext) -> str:
-        return "from compatcheck.spec import InputSet\n" + reproduced(self.call(ctx),
+        return "import openvino\nfrom compatcheck.spec import InputSet\n" + reproduced(self.call(ctx),
                           "names = [next(iter(i.get_names()), f'input{n}') for n, i in enumerate(compiled.inputs)]\n"
                           "def run(args, kwargs):\n"
                           "    arrays = InputSet(args, kwargs).arrays_for(names, 'the OpenVINO model')\n"

@@ -13,6 +13,7 @@ from compatcheck.diagnose.errors import Diagnosed, error_finding
 from compatcheck.diagnose.export import headline
 from compatcheck.diagnose.found import finding_at, plain
 from compatcheck.diagnose.torchscript import trace_findings
+from compatcheck.recipes import Recipe
 from compatcheck.spec import dynamic_dims
 
 # The frontend's report of what it could not convert: "-- No conversion rule found for operations: aten::x, ..."
@@ -20,6 +21,14 @@ _UNCONVERTED = re.compile(r"-- (No conversion rule found for operations|Conversi
 # The trace's proof names the first input set that differs, which here may differ by precision alone.
 _PROOF = re.compile(r" Input set \d+ proves it: there the trace differs from eager\.")
 _TRACING = "Couldn't get TorchScript module by tracing"  # the frontend's torch.jit.trace raised
+F32_HINT = (("INFERENCE_PRECISION_HINT", "f32"),)
+UNCOMPRESSED = (("compress_to_fp16", False),)
+# What undoes the defaults that lower precision: each alone (the cheaper change first), then both.
+PRECISION = (Recipe('config={"INFERENCE_PRECISION_HINT": "f32"} (the CPU plugin computes in float32)',
+                    session=F32_HINT),
+             Recipe("compress_to_fp16=False (save_model keeps the weights in float32)", keywords=UNCOMPRESSED),
+             Recipe('compress_to_fp16=False and config={"INFERENCE_PRECISION_HINT": "f32"} (float32 throughout)',
+                    keywords=UNCOMPRESSED, session=F32_HINT))
 _REWRITE_F32 = 'compiled = openvino.compile_model(path, "CPU", config={"INFERENCE_PRECISION_HINT": "f32"})'
 _REWRITE_SAVE = "openvino.save_model(ov_model, path, compress_to_fp16=False)"
 
@@ -134,50 +143,68 @@ def _answers(ctx, runner, index: int) -> bool:
     return all(leaf.ok for leaf in leaves) and bool(leaves or not structure)
 
 
-def _answered_in_float32(ctx, differing: list[int], float32) -> list[int]:
-    """The input sets of `differing` that the route in float32 throughout (`float32()` builds it) answers as
-    eager does; none where the model is not float32 or that build fails (no evidence either way)."""
-    if ctx.reduced is not None:
-        return []
-    try:
-        runner = float32()
-        return [index for index in differing if _answers(ctx, runner, index)]
-    except Exception:
-        return []
-
-
-def _precision_findings(stage: str, compiled, path: str | None, answered: list[int]) -> list:
-    """Each default that lowered the model's float32, with its setting, where float32 throughout answers the
-    input sets `answered` that the defaults do not."""
+def _lowered(compiled, path: str | None) -> tuple[str, str, bool]:
+    """(the plugin's precision, why it chose it, whether save_model stored float16 weights)."""
     import openvino
 
-    sets = ", ".join(str(index + 1) for index in answered)
-    checked = f"in float32 throughout, input set{'s' if len(answered) > 1 else ''} {sets} answer{'' if len(answered) > 1 else 's'} as eager does"
-    found = []
     hint, why = _hint(compiled)
-    if hint != "f32":
+    model = openvino.Core().read_model(path) if path else None
+    weights = model is not None and any(op.get_type_name() == "Constant" and
+                                        op.get_output_element_type(0).to_string() == "f16" for op in model.get_ops())
+    return hint, why, weights
+
+
+def _enough(ctx, differing: list[int], undone, hint: str, weights: bool) -> tuple[Recipe | None, Recipe | None, list]:
+    """The PRECISION recipes that undo only defaults that lowered something, cheapest first, each run on the
+    input sets that differed: (the first that answers them all, the last tried, what that one answered).
+    None tried where the model is not float32; a build that fails is no evidence either way."""
+    tried, answered = None, []
+    candidates = [one for one in PRECISION if (hint != "f32" or not one.session) and (weights or not one.keywords)]
+    if ctx.reduced is not None:
+        return None, None, []
+    for tried in candidates:
+        try:
+            runner = undone(tried)
+            answered = [index for index in differing if _answers(ctx, runner, index)]
+        except Exception:
+            return None, None, []
+        if answered == differing:
+            return tried, tried, answered
+    return None, tried, answered
+
+
+def _precision_findings(stage: str, hint: str, why: str, recipe: Recipe, answered: list[int]) -> list:
+    """A finding for each default `recipe` undoes, where it answers the input sets `answered`."""
+    sets = ", ".join(str(index + 1) for index in answered)
+    plural = len(answered) > 1
+    checked = f"with {recipe.what}, input set{'s' if plural else ''} {sets} answer{'' if plural else 's'} as eager does"
+    found = []
+    if recipe.session:
         found.append(plain(stage, "reduced-precision", f"the CPU plugin computed in {hint}, which the model never "
                            f"asked for{f' ({why})' if why else ''}", rewrite=_REWRITE_F32, checked_by=checked))
-    model = openvino.Core().read_model(path) if path else None
-    if model is not None and any(op.get_type_name() == "Constant" and op.get_output_element_type(0).to_string() == "f16"
-                                 for op in model.get_ops()):
+    if recipe.keywords:
         found.append(plain(stage, "reduced-precision", "openvino.save_model stored the weights in float16 "
                            "(compress_to_fp16=True, its default): the model computes with rounded weights",
                            rewrite=_REWRITE_SAVE, checked_by=checked))
     return found
 
 
-def openvino_findings(stage: str, ctx, error: BaseException | None, compiled, path: str | None, float32) -> list:
-    """`float32`: builds the route in float32 throughout and returns its runner. Where the defaults' answers
-    differ, float32 sorts the causes: the input sets it answers differ by precision; what the trace froze is
-    looked for only where a difference is left (the frontend traces the model, as jit.trace does)."""
+def openvino_findings(stage: str, ctx, error: BaseException | None, compiled, path: str | None,
+                      undone) -> tuple[list, Recipe | None]:
+    """The findings, and the least PRECISION recipe seen to answer every input set that differed (None where
+    none did). `undone(recipe)` runs the route with a PRECISION recipe. Where the defaults' answers differ, the
+    recipes sort the causes: the input sets they answer differ by precision; what the trace froze is looked
+    for only where a difference is left (the frontend traces the model, as jit.trace does)."""
     if compiled is None:
         if isinstance(error, ConversionFailed):
-            return error.findings
-        return [error_finding(stage, ctx, error, "conversion-error")] if error is not None else []
+            return error.findings, None
+        return ([error_finding(stage, ctx, error, "conversion-error")] if error is not None else []), None
     found = _static_dims(stage, ctx, compiled)
     differing = [one.index for one in ctx.input_results if not one.ok and one.error is None]
-    answered = _answered_in_float32(ctx, differing, float32) if differing else []
+    if not differing:
+        return found, None
+    hint, why, weights = _lowered(compiled, path)
+    enough, tried, answered = _enough(ctx, differing, undone, hint, weights)
     if len(answered) < len(differing):  # an input set that raised is the artifact error's finding (phases.py)
         found += _traced(stage, ctx, None)
-    return found + (_precision_findings(stage, compiled, path, answered) if answered else [])
+    return found + (_precision_findings(stage, hint, why, tried, answered) if answered else []), enough

@@ -15,6 +15,7 @@ import shutil
 import torch
 
 from compatcheck.errors import restated
+from compatcheck.diagnose.openvino import PRECISION
 from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding
 from compatcheck.spec import dynamic_dims
@@ -23,14 +24,15 @@ from compatcheck.stages.base import Stage, StageContext, bound, reproduced
 
 ARTIFACT = "model.openvino.xml"  # with model.openvino.bin beside it
 INSTALL = "pip install 'compatcheck[openvino]'"
-F32_HINT = (("INFERENCE_PRECISION_HINT", "f32"),)
-UNCOMPRESSED = (("compress_to_fp16", False),)
-# The two defaults that lower precision, each alone (the cheaper change first), then both.
-PRECISION = (Recipe('config={"INFERENCE_PRECISION_HINT": "f32"} (the CPU plugin computes in float32)',
-                    session=F32_HINT),
-             Recipe("compress_to_fp16=False (save_model keeps the weights in float32)", keywords=UNCOMPRESSED),
-             Recipe('compress_to_fp16=False and config={"INFERENCE_PRECISION_HINT": "f32"} (float32 throughout)',
-                    keywords=UNCOMPRESSED, session=F32_HINT))
+def _runner(compiled):
+    """Run a compiled model on an input set, its tensors fed by the model's input names."""
+    names = [next(iter(one.get_names()), f"input{i}") for i, one in enumerate(compiled.inputs)]
+
+    def run(input_set):
+        arrays = input_set.map(lambda leaf: leaf.detach().cpu()).arrays_for(names, "the OpenVINO model")
+        return list(compiled(arrays).to_tuple())
+
+    return run
 
 
 def missing() -> str | None:
@@ -66,7 +68,7 @@ class OpenVino(Stage):
     def __init__(self):
         self.compiled = None
         self.failure: BaseException | None = None  # the conversion's error, for the diagnosis
-        self.found: list[Finding] = []
+        self.enough: Recipe | None = None  # the least precision recipe the diagnosis saw answer as eager does
 
     def available(self, ctx: StageContext) -> str | None:
         return missing()
@@ -100,14 +102,7 @@ class OpenVino(Stage):
             self.failure = restated(restate(self.name, ctx, exc), exc)
             raise self.failure
         ctx.artifacts[self.name] = path
-        compiled = self.compiled
-        names = [next(iter(one.get_names()), f"input{i}") for i, one in enumerate(compiled.inputs)]
-
-        def run(input_set):
-            arrays = input_set.map(lambda leaf: leaf.detach().cpu()).arrays_for(names, "the OpenVINO model")
-            return list(compiled(arrays).to_tuple())
-
-        return run
+        return _runner(self.compiled)
 
     def backend(self, ctx: StageContext) -> str | None:
         from compatcheck.diagnose.openvino import precision_chosen
@@ -126,26 +121,34 @@ class OpenVino(Stage):
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         from compatcheck.diagnose.openvino import openvino_findings
 
-        self.found = openvino_findings(self.name, ctx, error or self.failure, self.compiled,
-                                       ctx.artifacts.get(self.name), lambda: self._float32(ctx))
-        return self.found
-
-    def _float32(self, ctx: StageContext):
-        """The route in float32 throughout (the last PRECISION recipe), built in a folder of its own that
-        goes once it is compiled: the runner holds what it runs."""
-        scratch = copy.copy(ctx)
-        scratch.recipe, scratch.artifacts = PRECISION[-1], dict(ctx.artifacts)
-        scratch.artifact_dir = ctx.workdir / "recipes" / f"{self.name}-float32"
+        folder = ctx.workdir / "recipes" / f"{self.name}-float32"
         try:
-            return OpenVino().build(scratch)
+            found, self.enough = openvino_findings(self.name, ctx, error or self.failure, self.compiled,
+                                                   ctx.artifacts.get(self.name), lambda one: self._undone(ctx, one, folder))
         finally:
-            shutil.rmtree(scratch.artifact_dir, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
+        return found
+
+    def _undone(self, ctx: StageContext, recipe: Recipe, folder):
+        """A runner of the route with `recipe` (one of PRECISION): the float32 hint compiles the stage's own IR
+        again; float32 weights convert the model once more, into `folder`, which the variants share."""
+        import openvino
+
+        path = ctx.artifacts[self.name]
+        if recipe.keywords:
+            path = str(folder / ARTIFACT)
+            if not (folder / ARTIFACT).exists():
+                scratch = copy.copy(ctx)
+                scratch.recipe, scratch.artifacts, scratch.artifact_dir = PRECISION[1], dict(ctx.artifacts), folder
+                OpenVino().build(scratch)
+        return _runner(openvino.compile_model(path, "CPU", dict(recipe.session) or None))
 
     def recipes(self, ctx: StageContext, error: BaseException | None) -> list[Recipe]:
         from compatcheck.diagnose.sample import sample_recipes
 
-        lowered = any(finding.kind == "reduced-precision" for finding in self.found)
-        return sample_recipes(ctx, error or self.failure) + (list(PRECISION) if lowered else [])
+        # The diagnosis found the least that answers every input set that differed: the search proves it on
+        # every input set and swept size.
+        return sample_recipes(ctx, error or self.failure) + ([self.enough] if self.enough else [])
 
     def reproduce(self, ctx: StageContext) -> str:
         return "import openvino\nfrom compatcheck.spec import InputSet\n" + reproduced(self.call(ctx),

@@ -5,6 +5,10 @@ torch 2.10's inductor, for one, imports setuptools; a virtual environment made b
 Python 3.12+) has none, so every model "fails" torch.compile there with an InductorError wrapping
 `ModuleNotFoundError: No module named 'setuptools'`. An import inside the user's own code is the
 model's business and stays a failure.
+
+A torch.compile backend other than inductor that breaks an assertion in torch's guard code, where the
+same model compiles with backend="eager", is the same kind of fault: the backend and the torch release
+do not work together (openvino 2026.4's backend on torch 2.13 does so on any conv net).
 """
 
 from __future__ import annotations
@@ -67,8 +71,9 @@ _GUARD_CODE = ("torch/_dynamo/guards.py", "torch/_guards.py")
 
 
 def _in_guard_code(error: BaseException) -> bool:
+    frames = traceback.extract_tb(error.__traceback__)
     return isinstance(error, AssertionError) and any(
-        frame.filename.replace(os.sep, "/").endswith(_GUARD_CODE) for frame in traceback.extract_tb(error.__traceback__))
+        frame.filename.replace(os.sep, "/").endswith(_GUARD_CODE) for frame in frames)
 
 
 def _backend_release(backend: str) -> str:

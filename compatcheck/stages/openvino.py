@@ -15,7 +15,7 @@ import shutil
 import torch
 
 from compatcheck.errors import restated
-from compatcheck.diagnose.openvino import PRECISION
+from compatcheck.diagnose.openvino import PRECISION, openvino_findings, precision_chosen, restate
 from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding
 from compatcheck.spec import dynamic_dims
@@ -24,6 +24,8 @@ from compatcheck.stages.base import Stage, StageContext, bound, reproduced
 
 ARTIFACT = "model.openvino.xml"  # with model.openvino.bin beside it
 INSTALL = "pip install 'compatcheck[openvino]'"
+
+
 def _runner(compiled):
     """Run a compiled model on an input set, its tensors fed by the model's input names."""
     names = [next(iter(one.get_names()), f"input{i}") for i, one in enumerate(compiled.inputs)]
@@ -97,16 +99,12 @@ class OpenVino(Stage):
             with torch.no_grad():
                 self.compiled = call.run(**{**bound(ctx), **model_on_cpu, "path": path})
         except Exception as exc:
-            from compatcheck.diagnose.openvino import restate
-
             self.failure = restated(restate(self.name, ctx, exc), exc)
             raise self.failure
         ctx.artifacts[self.name] = path
         return _runner(self.compiled)
 
     def backend(self, ctx: StageContext) -> str | None:
-        from compatcheck.diagnose.openvino import precision_chosen
-
         if self.compiled is None:
             return None
         import openvino
@@ -119,12 +117,11 @@ class OpenVino(Stage):
         return None
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
-        from compatcheck.diagnose.openvino import openvino_findings
-
         folder = ctx.workdir / "recipes" / f"{self.name}-float32"
         try:
             found, self.enough = openvino_findings(self.name, ctx, error or self.failure, self.compiled,
-                                                   ctx.artifacts.get(self.name), lambda one: self._undone(ctx, one, folder))
+                                                   ctx.artifacts.get(self.name),
+                                                   lambda recipe: self._undone(ctx, recipe, folder))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return found

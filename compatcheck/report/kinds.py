@@ -145,7 +145,9 @@ KINDS: tuple[Kind, ...] = (
          "see the server's log in the working folder"),
     # The environment and what was proven.
     Kind("broken-environment", "the stage raised because of the environment, not the model: a library could not "
-         "import what it needs, or a torch.compile backend fails the same way on a one-layer Linear", (ANY,), "the fix the finding names (reinstall or align the library)"),
+         "import what it needs, or a torch.compile backend breaks an assertion in torch's guard code where "
+         "backend='eager' compiles the same model", (ANY,), "the fix the finding names (reinstall or align the library, "
+         "or another torch release or backend)"),
     Kind("sandbox-denied", "the stage raised because compatcheck's sandbox refused to make a new file or folder "
          "beside its result cache or key folder (~/.triton, ~/.cache/torch, ...): the model cannot write there during "
          "a run", (ANY,), "create the path the finding names before the run, or run with COMPATCHECK_SANDBOX=off"),

@@ -29,7 +29,8 @@ class Evidence(BaseModel):
     ended_why: str | None = None
     error: str | None = Field(None, description="what building or running the artifact raised, in one line")
     environment: str | None = Field(None, description="a fault of the environment behind the failure (a library's "
-                                                      "failed import, a compile backend that fails on any model): "
+                                                      "failed import, a compile backend that breaks torch's guard code where "
+                                                      "backend='eager' compiles the model): "
                                                       "what, and the fix")
     runs_nothing: bool = Field(False, description="the stage builds something that only the next stage runs")
     input_sets: list[InputSetResult] = []
@@ -117,7 +118,7 @@ RULES: tuple[Rule, ...] = (
          lambda e: e.ended_why),
     Rule("killed", "the build or a run outlived --timeout and the worker was killed", lambda e: e.ended == "timeout",
          Status.TIMEOUT, lambda e: e.ended_why),
-    Rule("broken environment", "it raised for a reason no model gets past (a library could not import what it needs, a compile backend fails on any model): no verdict on the model",
+    Rule("broken environment", "it raised for a reason no model gets past (a library could not import what it needs, a compile backend breaks torch's guard code where backend='eager' compiles the model): no verdict on the model",
          lambda e: _raised(e) and bool(e.environment), Status.BROKEN_ENV,
          lambda e: f"broken environment: {e.environment}"),
     Rule("build raised", "building or running the artifact raised", lambda e: bool(e.error), Status.FAIL,

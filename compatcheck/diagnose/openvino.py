@@ -12,9 +12,9 @@ import torch
 from compatcheck.diagnose.errors import Diagnosed, error_finding
 from compatcheck.diagnose.export import headline
 from compatcheck.diagnose.found import finding_at, plain
+from compatcheck.diagnose.replay import as_eager
 from compatcheck.diagnose.torchscript import trace_findings
 from compatcheck.recipes import Recipe
-from compatcheck.spec import dynamic_dims
 
 # The frontend's report of what it could not convert: "-- No conversion rule found for operations: aten::x, ..."
 _UNCONVERTED = re.compile(r"-- (No conversion rule found for operations|Conversion is failed for): (.+)")
@@ -119,10 +119,10 @@ def restate(stage: str, ctx, error: BaseException) -> BaseException:
     return ConversionFailed(headline(step, findings, more), findings)
 
 
-def _static_dims(stage: str, ctx, compiled) -> list:
-    """A dim the input sets vary in that the converted model's input holds static."""
+def _static_dims(stage: str, compiled, dynamic: list[set[int]]) -> list:
+    """A dim the input sets vary in (`dynamic`, per input of the converted model) that the input holds static."""
     found = []
-    for port, dims in zip(compiled.inputs, dynamic_dims(ctx.spec)):
+    for port, dims in zip(compiled.inputs, dynamic):
         shape = port.get_partial_shape()
         pinned = [dim for dim in sorted(dims) if dim < shape.rank.get_length() and shape[dim].is_static]
         if pinned:
@@ -130,17 +130,6 @@ def _static_dims(stage: str, ctx, compiled) -> list:
             found.append(plain(stage, "dynamic-shape", f"OpenVINO holds dim {', '.join(map(str, pinned))} of "
                                f"{name} static ({shape}): the input sets vary in it, and other sizes are refused"))
     return found
-
-
-def _answers(ctx, runner, index: int) -> bool:
-    """Whether `runner` answers input set `index` as eager does, compared as the stage's run compares."""
-    from compatcheck.compare import compare_outputs
-
-    leaves, structure = compare_outputs(
-        ctx.reference[index], runner(ctx.spec.input_sets[index]), ctx.tolerances, flat=True,
-        noise=ctx.noise[index] if ctx.noise is not None else None, fp64=lambda: ctx.fp64(index),
-        values=ctx.unvalued(index, False))
-    return all(leaf.ok for leaf in leaves) and bool(leaves or not structure)
 
 
 def _lowered(compiled, path: str | None) -> tuple[str, str, bool]:
@@ -165,7 +154,7 @@ def _enough(ctx, differing: list[int], undone, hint: str, weights: bool) -> tupl
     for tried in candidates:
         try:
             runner = undone(tried)
-            answered = [index for index in differing if _answers(ctx, runner, index)]
+            answered = [index for index in differing if as_eager(ctx, index, runner(ctx.spec.input_sets[index]))]
         except Exception:
             return None, None, []
         if answered == differing:
@@ -189,8 +178,8 @@ def _precision_findings(stage: str, hint: str, why: str, recipe: Recipe, answere
     return found
 
 
-def openvino_findings(stage: str, ctx, error: BaseException | None, compiled, path: str | None,
-                      undone) -> tuple[list, Recipe | None]:
+def openvino_findings(stage: str, ctx, error: BaseException | None, compiled, dynamic: list[set[int]],
+                      path: str | None, undone) -> tuple[list, Recipe | None]:
     """The findings, and the least PRECISION recipe seen to answer every input set that differed (None where
     none did). `undone(recipe)` runs the route with a PRECISION recipe. Where the defaults' answers differ, the
     recipes sort the causes: the input sets they answer differ by precision; what the trace froze is looked
@@ -199,7 +188,7 @@ def openvino_findings(stage: str, ctx, error: BaseException | None, compiled, pa
         if isinstance(error, ConversionFailed):
             return error.findings, None
         return ([error_finding(stage, ctx, error, "conversion-error")] if error is not None else []), None
-    found = _static_dims(stage, ctx, compiled)
+    found = _static_dims(stage, compiled, dynamic)
     differing = [one.index for one in ctx.input_results if not one.ok and one.error is None]
     if not differing:
         return found, None

@@ -16,8 +16,11 @@ def first_value_mismatch(ctx) -> int | None:
 
 def as_eager(ctx, index: int, outputs) -> bool:
     """Whether `outputs` (a flat list, as an ONNX graph returns them) answer input set `index` as eager does,
-    judged as the stage's run judges (the tolerances, then float64 where they differ)."""
+    judged as the stage's run judges (the tolerances, eager's own run-to-run noise, then float64 where they
+    differ; outputs that change with the seed or the clock not by value)."""
     from compatcheck.compare import compare_outputs
 
-    leaves, _ = compare_outputs(ctx.reference[index], outputs, ctx.tolerances, flat=True, fp64=lambda: ctx.fp64(index))
+    leaves, _ = compare_outputs(ctx.reference[index], outputs, ctx.tolerances, flat=True,
+                                noise=ctx.noise[index] if ctx.noise is not None else None,
+                                fp64=lambda: ctx.fp64(index), values=ctx.unvalued(index, False))
     return bool(leaves) and all(leaf.ok for leaf in leaves)

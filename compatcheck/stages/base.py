@@ -394,9 +394,13 @@ def bound(ctx: StageContext) -> dict:
     """What a stage's call reads by name: the model; the sample (input set 1, or a recipe's) as args and
     kwargs, and as keywords alone (for an API that takes one or the other); the dynamic shapes."""
     sample = ctx.sample
-    keywords = (sample.as_keywords(ctx.spec.signature) if sample.args and sample.kwargs else None) or sample.kwargs
-    return {"model": ctx.spec.model, "args": sample.args, "kwargs": sample.kwargs or None, "keywords": keywords,
-            "dynamic_shapes": ctx.spec.dynamic_shapes}
+    return {"model": ctx.spec.model, "args": sample.args, "kwargs": sample.kwargs or None,
+            "keywords": keywords_of(ctx, sample), "dynamic_shapes": ctx.spec.dynamic_shapes}
+
+
+def keywords_of(ctx: StageContext, sample: InputSet) -> dict:
+    """`sample`'s call as keywords alone, where it mixes positional and keyword arguments; its kwargs otherwise."""
+    return (sample.as_keywords(ctx.spec.signature) if sample.args and sample.kwargs else None) or sample.kwargs
 
 
 def reproduced(call: StageCall, after: str, **files: str) -> str:

@@ -20,7 +20,7 @@ from compatcheck.recipes import Recipe
 from compatcheck.report.model import Finding
 from compatcheck.spec import dynamic_dims
 from compatcheck.stage_call import ARGS, MODEL, PATH, Name, StageCall, step
-from compatcheck.stages.base import Stage, StageContext, bound, reproduced
+from compatcheck.stages.base import Stage, StageContext, bound, keywords_of, reproduced
 
 ARTIFACT = "model.openvino.xml"  # with model.openvino.bin beside it
 INSTALL = "pip install 'compatcheck[openvino]'"
@@ -51,8 +51,7 @@ def input_shapes(ctx: StageContext, by_name: bool):
     the sample is passed by keyword; None where the call's arguments are not one tensor each (OpenVINO then
     picks the dims itself)."""
     sample = ctx.sample  # each read copies the input set: the dims are matched to this copy's tensors
-    keywords = ((sample.as_keywords(ctx.spec.signature) if sample.args else None) or sample.kwargs) if by_name \
-        else None
+    keywords = keywords_of(ctx, sample) if by_name else None
     values = list(keywords.values()) if by_name else list(sample.args)
     if not values or not all(isinstance(value, torch.Tensor) for value in values):
         return None
@@ -118,8 +117,13 @@ class OpenVino(Stage):
 
     def diagnose(self, ctx: StageContext, error: BaseException | None) -> list[Finding]:
         folder = ctx.workdir / "recipes" / f"{self.name}-float32"
+        # The dims each input of the converted model was asked to keep dynamic, in its inputs' order.
+        asked = input_shapes(ctx, bool(ctx.sample.kwargs))
+        asked = asked.values() if isinstance(asked, dict) else asked
+        dynamic = [{dim for dim, size in enumerate(shape) if size == -1} for shape in asked] if asked is not None \
+            else dynamic_dims(ctx.spec)
         try:
-            found, self.enough = openvino_findings(self.name, ctx, error or self.failure, self.compiled,
+            found, self.enough = openvino_findings(self.name, ctx, error or self.failure, self.compiled, dynamic,
                                                    ctx.artifacts.get(self.name),
                                                    lambda recipe: self._undone(ctx, recipe, folder))
         finally:

@@ -20,20 +20,24 @@ class Entry:
     weight: int  # rough relative cost, to balance lanes under --jobs
     artifact: str  # what it makes, in words: "the trace", for findings about what that artifact keeps
     reference: bool = False  # the stage every other is compared with
+    # Its build may compile with inductor: it runs after its lane's other stages, which run beside
+    # inductor's one-time CPU probe (worker/inductor.py); Stage.inductor says whether this run's does.
+    inductor: bool = False
 
 
 LADDER = (
     Entry("eager", "compatcheck.stages.eager:Eager", (), "the model as written, run twice", "torchscript", 0,
           "the model", reference=True),
     Entry("compile", "compatcheck.stages.compile:Compile", (), "torch.compile(fullgraph=False)", "compile", 3,
-          "the compiled model"),
+          "the compiled model", inductor=True),
     Entry("compile_fullgraph", "compatcheck.stages.compile:CompileFullgraph", (), "torch.compile(fullgraph=True)",
-          "compile", 1, "the compiled graph"),
+          "compile", 1, "the compiled graph", inductor=True),
     # export shares the onnx lane: onnx_export translates its program instead of exporting again.
     Entry("export", "compatcheck.stages.export:Export", (), "torch.export, saved and reloaded", "onnx", 1,
           "the exported program"),
     Entry("aot_inductor", "compatcheck.stages.aot_inductor:AotInductor", ("export",),
-          "the exported program compiled by AOTInductor into a .pt2 package", "onnx", 4, "the AOTInductor package"),
+          "the exported program compiled by AOTInductor into a .pt2 package", "onnx", 4, "the AOTInductor package",
+          inductor=True),
     Entry("jit_script", "compatcheck.stages.jit_script:JitScript", (), "torch.jit.script, saved and reloaded",
           "torchscript", 1, "the scripted model"),
     Entry("jit_trace", "compatcheck.stages.jit_trace:JitTrace", (), "torch.jit.trace on input set 1, saved and reloaded",
@@ -99,7 +103,8 @@ def missing_artifact(needed: str, status: str | None, blocker: str | None = None
 
 
 def lanes(names: list[str], jobs: int) -> list[list[str]]:
-    """Split stages into at most `jobs` lists that can run side by side, each in ladder order.
+    """Split stages into at most `jobs` lists that can run side by side, each in the order it runs:
+    ladder order, the stages that compile with inductor last (Entry.inductor).
 
     Stages of one lane stay together; lanes are spread over workers heaviest first.
     """
@@ -112,5 +117,5 @@ def lanes(names: list[str], jobs: int) -> list[list[str]]:
         target = load.index(min(load))
         bins[target].extend(group)
         load[target] += sum(BY_NAME[n].weight for n in group)
-    order = {name: i for i, name in enumerate(NAMES)}
+    order = {name: (BY_NAME[name].inductor, i) for i, name in enumerate(NAMES)}
     return [sorted(b, key=order.__getitem__) for b in bins if b]

@@ -77,3 +77,48 @@ def test_compiles_swept_batch_of_one_is_recorded_as_a_recompile_not_compiled_for
     assert "0/1 specialization" in recompile
     assert [one["label"] for one in compile_stage["swept"]] == ["batch 7"]  # the size the graphs cover is run
     assert "not run at batch 1" in compile_stage["reason"]
+
+
+def test_each_lane_runs_the_stages_that_compile_with_inductor_last():
+    from compatcheck.ladder import BY_NAME, NAMES, lanes
+
+    for jobs in (1, 2, 3):
+        found = lanes(list(NAMES), jobs)
+        assert sorted(name for lane in found for name in lane) == sorted(NAMES)
+        for lane in found:
+            flags = [BY_NAME[name].inductor for name in lane]
+            assert flags == sorted(flags), lane  # no stage without inductor after one with it
+            assert lane.index("export") < lane.index("aot_inductor") if "aot_inductor" in lane else True
+            assert lane.index("compile") < lane.index("compile_fullgraph") if "compile" in lane else True
+    assert lanes(list(NAMES), 1) == [["eager", "export", "jit_script", "jit_trace", "onnx_export", "onnxruntime",
+                                      "triton", "openvino", "compile", "compile_fullgraph", "aot_inductor"]]
+
+
+PROBE = """
+import json, sys
+from pathlib import Path
+import torch
+from compatcheck.worker import inductor
+from torch._inductor import cpu_vec_isa
+if sys.argv[1] == "side-by-side":
+    inductor._idle_cores = lambda: 4  # as on a machine with cores to spare
+    inductor.start_probe(Path(sys.argv[2]), "cpu")
+    inductor.inductor_ready(Path(sys.argv[2]), "cpu")
+print(json.dumps([str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] + [str(cpu_vec_isa.pick_vec_isa())]))
+"""
+
+
+@pytest.mark.slow
+def test_the_probe_made_side_by_side_answers_as_inductors_own(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    runs = {}
+    for how in ("side-by-side", "inductor"):
+        cache = tmp_path / how
+        runs[how] = subprocess.Popen([sys.executable, "-c", PROBE, how, str(tmp_path)], cwd=ROOT, text=True,
+                                     stdout=subprocess.PIPE, env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)})
+    answers = {how: json.loads(proc.communicate(timeout=300)[0]) for how, proc in runs.items()}
+    assert answers["side-by-side"] == answers["inductor"]
+    assert (tmp_path / "inductor-setup.lock").exists()

@@ -38,7 +38,7 @@ class AotInductor(Stage):
             return "no C++ compiler found: AOTInductor compiles the model to C++ (install g++ or set CXX)"
         return None
 
-    def inductor(self, ctx: StageContext) -> bool:
+    def inductor(self, options) -> bool:
         return True
 
     def build(self, ctx: StageContext):

@@ -69,9 +69,9 @@ class Stage:
         NotSwept for those, saying why."""
         return runner
 
-    def inductor(self, ctx: "StageContext") -> bool:
-        """Whether the build compiles with inductor, whose one-time setup one worker makes for all
-        (worker/inductor.py)."""
+    def inductor(self, options: RunOptions) -> bool:
+        """Whether the build compiles with inductor, whose one-time setup the worker starts making as soon
+        as it starts (worker/inductor.py)."""
         return False
 
     def timed_runners(self, runner: Runner) -> dict[str, Runner]:

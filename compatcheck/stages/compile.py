@@ -27,8 +27,8 @@ class Compile(Stage):
     def needs(self, ctx: StageContext):
         return (TORCH_COMPILE,)
 
-    def inductor(self, ctx: StageContext) -> bool:
-        return ctx.options.compile_backend == "inductor"
+    def inductor(self, options) -> bool:
+        return options.compile_backend == "inductor"
 
     def build(self, ctx: StageContext):
         from torch._dynamo.utils import counters

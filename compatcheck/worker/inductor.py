@@ -1,41 +1,104 @@
-"""Inductor's one-time setup, made by one worker at a time, and its share of the cores.
+"""Inductor's one-time setup, made beside the model's loading, by one worker at a time, and its share
+of the cores.
 
 On a cache it has not seen, inductor's first compile probes which vector instruction sets the CPU
-has by compiling and running a test program for each (about 8 s on 2 cores), then keeps the answer
-in its on-disk cache. Workers started side by side (--jobs) would each make the same probe at the
-same time; under a lock in the run's folder, the first makes it and the others read its answer.
-The probe is what any compile makes first, so nothing a stage does changes.
+has by compiling and running a test program for each, in turn (about 9 s on 2 cores), then keeps the
+answer in its on-disk cache. The probe is mostly the C++ compiler's time, in processes of its own: a
+worker whose stages will compile starts it in a thread as soon as it starts, each set's test beside
+the others', so it runs on the cores the worker leaves idle while the model is imported and the
+stages before the first compile run (the lanes order them first: ladder.lanes), and that compile
+waits for it. Workers started side by side (--jobs) would each make the same probe at the same time;
+under a lock in the run's folder, the first makes it and the others read its answer. The probe is
+what any compile makes first, so nothing a stage does changes.
 
-Inductor compiles its C++ in a pool of as many processes as the machine has cores; with workers side
-by side each gets its share instead, so they do not start a pool each for the same cores.
+Inductor compiles its C++ in a pool of as many processes as the machine has cores, and torch runs
+its kernels on as many threads; with workers side by side each gets its share of both instead.
 """
 
 from __future__ import annotations
 
 import fcntl
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 LOCK = "inductor-setup.lock"
 
+_probe: threading.Thread | None = None
+_share: int | None = None  # with workers side by side, this worker's share of the cores
 
-def inductor_ready(folder: Path, device: str) -> None:
+
+def _idle_cores() -> int:
+    """The cores this worker may use, less the one its main thread keeps busy meanwhile."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, _share or cores) - 1)
+
+
+def _side_by_side(cpu_vec_isa) -> None:
+    """Probe the x86 instruction sets the CPU claims side by side, as many at once as there are idle cores
+    (their compilers run as processes of their own; more at once than cores only makes each slower);
+    valid_vec_isa_list, which asks each in turn, then reads their answers. The sets asked are those it
+    would ask: the claimed ones, by the same test."""
+    threads = _idle_cores()
+    if threads == 1:
+        return
+    claimed = cpu_vec_isa.x86_isa_checker()
+    asked = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(flag in claimed for flag in str(isa).split())]
+    if len(asked) > 1:
+        with ThreadPoolExecutor(min(threads, len(asked)), thread_name_prefix="inductor-probe") as pool:
+            list(pool.map(bool, asked))
+
+
+def _probe_under_lock(folder: Path, cpu_vec_isa) -> None:
     """Make inductor's CPU probe (or read it from its cache) while holding the run's lock."""
-    if device != "cpu":
-        return  # a GPU compile picks its kernels otherwise; the CPU probe would only cost time
     with open(folder / LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            from torch._inductor.cpu_vec_isa import valid_vec_isa_list
-
-            valid_vec_isa_list()
-        except Exception:  # a torch that probes elsewhere, or not at all: the compile probes as it would
+            _side_by_side(cpu_vec_isa)
+        except Exception:  # a torch that tells the sets otherwise: the list below asks each in turn
+            pass
+        try:
+            cpu_vec_isa.valid_vec_isa_list()
+        except Exception:  # the compile probes again, as it would, and meets what failed here
             return
 
 
+def start_probe(folder: Path, device: str) -> None:
+    """Start the probe in the background, once per worker; only a CPU compile needs it.
+
+    Inductor (and with it torch._dynamo) is imported here, in the calling thread: an import in the
+    thread could meet what the meta run puts in sys.modules while it runs (diagnose/device.py)."""
+    global _probe
+    if device != "cpu" or _probe is not None:
+        return
+    try:
+        import torch._inductor.codecache  # noqa: F401  (what the probe imports as it compiles)
+        from torch._inductor import cpu_vec_isa
+    except ImportError:  # a torch that probes elsewhere, or not at all: the compile probes as it would
+        return
+    _probe = threading.Thread(target=_probe_under_lock, args=(folder, cpu_vec_isa), name="inductor-probe",
+                              daemon=True)
+    _probe.start()
+
+
+def inductor_ready(folder: Path, device: str) -> None:
+    """Return once the probe is made: the first compile of a worker waits here."""
+    start_probe(folder, device)
+    if _probe is not None:
+        _probe.join()
+
+
 def share_cores(cores: int | None) -> None:
-    """With workers side by side: inductor's compile threads set to this worker's share of the cores."""
+    """With workers side by side: torch's threads and inductor's compile threads set to this worker's
+    share of the cores, so the workers' threads do not wait on each other for the same cores."""
+    global _share
     if not cores:
         return
+    _share = cores
+    import torch
+
+    torch.set_num_threads(cores)
     try:
         import torch._inductor.config as config
 

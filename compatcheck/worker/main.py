@@ -121,6 +121,19 @@ def _run_stage(name: str, ctx, send, manifest) -> bool:
     return True
 
 
+def _start_inductor_probe(request: WorkerRequest) -> None:
+    """Where a stage of this worker compiles with inductor, its one-time probe starts now, beside the
+    model's loading (worker/inductor.py)."""
+    from compatcheck import stages
+    from compatcheck.options import RunOptions
+    from compatcheck.worker.inductor import share_cores, start_probe
+
+    share_cores(request.cores)  # before the probe, which uses the cores left idle of this worker's share
+    options = RunOptions.model_validate(request.options)
+    if any(stages.load(name).inductor(options) for name in request.stages):
+        start_probe(Path(request.workdir), options.device)
+
+
 def main(argv: list[str]) -> int:
     request = WorkerRequest.model_validate_json(Path(argv[0]).read_text())
     stream = os.fdopen(int(argv[1]), "w")
@@ -142,6 +155,7 @@ def main(argv: list[str]) -> int:
 
     recorder = Recorder(request.workdir)  # before the model is imported: everything it loads counts
     recorder.install()
+    _start_inductor_probe(request)
     try:
         spec = load_spec(request)
     except UsageError as exc:

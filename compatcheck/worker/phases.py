@@ -70,7 +70,7 @@ def _on_input_set(run, input_set, index: int, count: int, seen: set) -> str:
 
 def build(run) -> None:
     """Build the artifact and run it on every input set, comparing each with eager."""
-    if run.stage.inductor(run.ctx):
+    if run.stage.inductor(run.ctx.options):
         inductor_ready(run.ctx.workdir, run.ctx.options.device)
     with run.judging():
         run.runner = run.stage.build(run.ctx)

@@ -7,7 +7,7 @@ medians of wall and CPU seconds (user + system, the process and its children) of
 - the floor (bench/floor.py): the stages once each in one process with an allclose, nothing else; with
   export, AOTInductor and, where installed, OpenVINO ("floor"), and without them, as the floor was before they were added ("floor-6");
 - a cold `compatcheck run --skip triton --no-cache` with the default options (the sweep, the meta run, the
-  batch checks, one worker);
+  batch checks, the default workers: one on fewer than 8 cores);
 - the same with --jobs 2;
 - a warm run, served from the result cache.
 Targets: cold/floor <= 0.9 (wall) and <= 1.05 (CPU), warm/cold <= 0.05, --help and --version < 0.5 s.

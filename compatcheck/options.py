@@ -153,7 +153,8 @@ OPTIONS = (
            "batches; 0 batches only what is already queued.", doors=("cli", "api", "pytest", "worker"),
            cache_key=True, ge=0, check=_milliseconds, metavar="MS", commands=("run", "triton-repo")),
     Option("artifacts", Path, None, "Keep exported files, inputs.npz and a reproduce script per stage here."),
-    Option("jobs", int, 1, "Run independent stages in up to N workers side by side.", ge=1, short="-j"),
+    Option("jobs", int, None, "Run independent stages in up to N workers side by side (default: one per 4 cores); "
+           "never more than free memory holds.", ge=1, short="-j"),
     Option("memory_limit", str, None, "Memory a worker may allocate, e.g. 4G or 512M; beyond it allocations fail.",
            doors=("cli", "api", "pytest", "worker"), cache_key=True, check=megabytes, metavar="SIZE"),
     Option("bench", bool, False, "Time every passing artifact: p50/p95 latency and throughput per input set.",

@@ -75,6 +75,7 @@ class Loaded(BaseModel):
     type: Literal["loaded"] = "loaded"
     model: ModelInfo
     environment: dict[str, str]
+    footprint: int | None = Field(None, description="the worker's peak resident size in bytes, the model loaded")
 
 
 class Started(BaseModel):

@@ -122,3 +122,40 @@ def test_the_probe_made_side_by_side_answers_as_inductors_own(tmp_path):
     answers = {how: json.loads(proc.communicate(timeout=300)[0]) for how, proc in runs.items()}
     assert answers["side-by-side"] == answers["inductor"]
     assert (tmp_path / "inductor-setup.lock").exists()
+
+
+def test_the_default_workers_follow_the_cores_and_memory_caps_any_number():
+    from compatcheck.session import workers
+
+    assert workers.wanted(3) == 3
+    assert workers.wanted(None) == max(1, workers.cores() // workers.CORES_PER_WORKER)
+    gib = 2**30
+    assert workers.memory_allows(3, footprint=gib, available=64 * gib) == 3
+    assert workers.memory_allows(3, footprint=gib, available=2 * gib) == 2  # one more at twice the first's size
+    assert workers.memory_allows(3, footprint=gib, available=gib) == 1  # the first only: the others wait for it
+    assert workers.memory_allows(3, footprint=None, available=gib) == 3
+    assert workers.available_memory() is None or workers.available_memory() > 0
+
+
+@pytest.mark.slow
+def test_a_lane_memory_holds_back_runs_after_the_first_ends(tmp_path):
+    from compatcheck.options import parse
+    from compatcheck.session.supervisor import Supervisor
+
+    class NoRoom(Supervisor):
+        """A supervisor on a machine whose free memory holds only the first worker."""
+
+        def _loaded(self, footprint):
+            super()._loaded(2**60)
+
+    events = []
+    options = parse({"stages": ["jit_trace", "onnx_export"]}).run_options()
+    supervisor = NoRoom(ROOT / "models" / "convnet.py", "get_model", options, tmp_path, jobs=2,
+                        on_event=lambda kind, stage, result: events.append((kind, stage)))
+    outcome = supervisor.run()
+    assert {name: result.status.value for name, result in outcome.results.items()} == \
+        dict.fromkeys(["eager", "jit_trace", "onnx_export"], "pass")
+    assert outcome.workers == 2
+    first_lane_done = max(events.index(("result", name)) for name, lane in outcome.producers.items() if lane == 0)
+    second_lane_began = min(events.index(("start", name)) for name, lane in outcome.producers.items() if lane == 1)
+    assert first_lane_done < second_lane_began, events

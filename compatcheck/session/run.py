@@ -18,6 +18,7 @@ from compatcheck.report.model import CacheOrigin, Report, StageResult, blocker
 from compatcheck.report.verdict import Evidence
 from compatcheck.session.cache import StageCache, Unusable, run_key
 from compatcheck.session.cache import default_dir as default_cache_dir
+from compatcheck.session import workers
 from compatcheck.session.supervisor import Supervisor
 from compatcheck.session.workfolder import Published, WorkFolder
 from compatcheck.worker.speed import add_speedups
@@ -170,7 +171,8 @@ def _reuse(request: RunRequest, report: Report, cache: StageCache | None, workdi
     known = _Known(done, {name: path for stage in done.values() for name, path in stage.artifacts.items()},
                    dict(previous.dependencies) if done else {},
                    previous.model if done else None, previous.environment if done else {})
-    lane_of = {name: lane for lane, names in enumerate(ladder.lanes(options.stages, request.chosen.jobs)) for name in names}
+    lanes = ladder.lanes(options.stages, workers.wanted(request.chosen.jobs))
+    lane_of = {name: lane for lane, names in enumerate(lanes) for name in names}
     logs: dict[int, dict[str, Path]] = {}
     for name in options.stages if cache else ():
         hit = None if name in done else cache.load(name, workdir)
@@ -217,8 +219,8 @@ def _supervise(request: RunRequest, report: Report, cache: StageCache | None, wo
 
             payload_path = workdir / FILE_NAME
             payload_path.write_bytes(request.payload)
-        runner = Supervisor(request.model, request.factory, options, workdir, event, jobs=request.chosen.jobs,
-                            done=known.done, artifacts=known.artifacts, payload=payload_path,
+        runner = Supervisor(request.model, request.factory, options, workdir, event,
+                            jobs=workers.wanted(request.chosen.jobs), done=known.done, artifacts=known.artifacts, payload=payload_path,
                             rewritten=request.rewritten)
     try:
         runner.run()

@@ -3,8 +3,8 @@
 One worker runs every stage of a lane, so torch is imported once per lane when nothing goes
 wrong. When a stage crashes (the worker dies) or outlives --timeout (the worker is killed with
 its whole process group), the stage gets its verdict and a fresh worker continues with the next
-one, reusing the artifacts already on disk. With --jobs N, independent lanes (torch.compile,
-TorchScript, ONNX) run in up to N workers side by side.
+one, reusing the artifacts already on disk. Independent lanes (torch.compile, TorchScript, ONNX)
+run in up to --jobs workers side by side, as many as memory holds (workers.py).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Callable
 
 from compatcheck import ladder, redact, untrusted
+from compatcheck.session import workers
 from compatcheck.session.containment import Box, Containment
 from compatcheck.session.sandbox import Sandbox, enter
 from compatcheck.errors import UsageError
 from compatcheck.options import RunOptions
-from compatcheck.protocol import MESSAGE, Done, Step, WorkerRequest
+from compatcheck.protocol import MESSAGE, Done, Loaded, Step, WorkerRequest
 from compatcheck.report import verdict
 from compatcheck.report.model import PhaseRecord, StageResult
 from compatcheck.report.verdict import Evidence
@@ -142,6 +143,7 @@ class Supervisor:
         self.processes: set[subprocess.Popen] = set()
         self.stopping = False
         self.cores: int | None = None  # each worker's share of the cores, when several run side by side
+        self.started: list[threading.Event] = []  # with several lanes: each lane's go-ahead (workers.py)
         self.containment: Containment | None = None
         self.sandbox = Sandbox.here()
         # Filled as results arrive, so an interrupted run keeps what it has.
@@ -155,8 +157,9 @@ class Supervisor:
             for lane in lanes:
                 self._run_lane(lane, 0)
             return self.outcome
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        self.cores = max(1, cores // len(lanes))
+        self.cores = max(1, workers.cores() // len(lanes))
+        self.started = [threading.Event() for _ in lanes]  # each lane's go-ahead: the first has it at once
+        self.started[0].set()
         with ThreadPoolExecutor(len(lanes)) as pool:
             futures = [pool.submit(self._run_lane, lane, index) for index, lane in enumerate(lanes)]
             try:
@@ -168,10 +171,31 @@ class Supervisor:
         return self.outcome
 
     def _run_lane(self, remaining: list[str], lane: int) -> None:
+        if self.started:
+            self.started[lane].wait()
         first = True
-        while remaining and not self.stopping:
-            self._run_worker(remaining, lane, first)
-            first = False
+        try:
+            while remaining and not self.stopping:
+                self._run_worker(remaining, lane, first)
+                first = False
+        finally:
+            if lane == 0 and self.started:
+                self._let_lanes_start(len(self.started))  # what the first could not load, no other will
+            if lane + 1 < len(self.started) and not self.started[lane + 1].is_set():
+                self.started[lane + 1].set()  # the lane memory held back runs once this one has ended
+
+    def _let_lanes_start(self, allowed: int) -> None:
+        """Let the lanes after the first start, `allowed` of them at once (the first included); the others
+        each wait for the lane before them to end. Without a loaded model, none runs."""
+        if self.outcome.model is None:
+            self.stopping = True
+        for started in self.started[1:allowed]:
+            started.set()
+
+    def _loaded(self, footprint: int | None) -> None:
+        """The first worker has loaded the model: as many lanes start as memory holds workers of its size."""
+        if self.started and not self.started[1].is_set():
+            self._let_lanes_start(workers.memory_allows(len(self.started), footprint, workers.available_memory()))
 
     def _box(self) -> Box:
         with self.lock:
@@ -249,6 +273,8 @@ class Supervisor:
                     continue
                 with self.lock:
                     event = self.outcome.receive(message, lane)
+                if isinstance(message, Loaded) and lane == 0:
+                    self._loaded(message.footprint)
                 if event is None:
                     continue
                 kind, stage, result = event

@@ -38,7 +38,17 @@ def loaded_message(spec) -> Loaded:
         dynamic_shapes=describe_dynamic_shapes(spec.dynamic_shapes),
         dynamic_shapes_inferred=spec.dynamic_shapes_inferred, tolerance=spec.tolerance,
     )
-    return Loaded(model=info, environment=host.collect())
+    return Loaded(model=info, environment=host.collect(), footprint=_footprint())
+
+
+def _footprint() -> int | None:
+    """This process's peak resident size in bytes (ru_maxrss: kilobytes on Linux, bytes on macOS)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
 
 
 def internal_error(exc: Exception, stage: str | None = None) -> InternalErrorMessage:

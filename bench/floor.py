@@ -88,7 +88,8 @@ def main(path, stages):
 
         def check(name, run):
             try:
-                verdicts[name] = all(close(ref, run(a, k)) for ref, (a, k) in zip(reference, sets))
+                # Every input set, as a deployer's check runs them: one that differs does not spare the next.
+                verdicts[name] = all([close(ref, run(a, k)) for ref, (a, k) in zip(reference, sets)])
             except Exception:
                 verdicts[name] = False
 

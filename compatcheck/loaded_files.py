@@ -43,9 +43,13 @@ def library_prefixes() -> tuple[str, ...]:
 
 
 def _ignored_prefixes(workdir: str) -> tuple[str, ...]:
-    # The run's own files, the kernel's pseudo-files, and torch.compile's caches: none is model input.
-    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(tempfile.gettempdir(), "torchinductor_")
-    return (os.path.realpath(workdir) + os.sep, "/proc/", "/sys/", "/dev/", os.path.realpath(inductor))
+    # The run's own files, the kernel's pseudo-files, and torch.compile's caches, what it compiles and
+    # loads as modules among them: none is model input. Inductor keeps its precompiled headers in its
+    # default folder even where TORCHINDUCTOR_CACHE_DIR moves the rest.
+    inductor = [os.path.join(tempfile.gettempdir(), "torchinductor_")]
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        inductor.append(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    return (os.path.realpath(workdir) + os.sep, "/proc/", "/sys/", "/dev/", *map(os.path.realpath, inductor))
 
 
 def content_hash(path: str) -> str | None:
@@ -97,8 +101,8 @@ class Recorder:
             return
         full = os.path.realpath(path)
         if (full in self.read or full.startswith(self.library) or full.startswith(self.ignored)
-                or f"{os.sep}__pycache__{os.sep}" in full):
-            return
+                or f"{os.sep}__pycache__{os.sep}" in full or os.path.isdir(full)):
+            return  # a folder is opened to walk or remove it (shutil.rmtree): what is read in it is a file
         if self._user_code_on_stack():
             self.read.add(full)
             self.relative |= not os.path.isabs(path)
@@ -121,7 +125,7 @@ class Recorder:
             return
         if not path.startswith(self.library):
             full = os.path.realpath(path)
-            if not full.startswith(self.library):
+            if not full.startswith(self.library) and not full.startswith(self.ignored):
                 self._hash_once(full)
 
     def _audit(self, event: str, args: tuple) -> None:
@@ -181,7 +185,8 @@ class Recorder:
             path = getattr(module, "__file__", None)
             if isinstance(path, str) and path not in self.modules:
                 full = os.path.realpath(path) if os.path.isabs(path) else None
-                user = full and not full.startswith(self.library) and f"{os.sep}__pycache__{os.sep}" not in full
+                user = (full and not full.startswith(self.library) and not full.startswith(self.ignored)
+                        and f"{os.sep}__pycache__{os.sep}" not in full)
                 self.modules[path] = full if user else None
         sources = {full for full in self.modules.values() if full}
         for path in sorted(sources | self.read):

@@ -75,6 +75,8 @@ def test_example_model_verdicts_and_reproducers(shared_runs, path):
     failed = [(stage["name"], phase["note"]) for stage in report["stages"] for phase in stage["phases"]
               if phase["outcome"] == "failed"]
     assert failed == []
+    # What the run depended on is the model file: not the modules inductor compiled and loaded from its cache.
+    assert list(report["dependencies"]) == [str(path)]
     for stage in report["stages"]:
         if stage["status"] == "pass":
             ran = [s["index"] for s in stage["input_sets"]]

@@ -1,15 +1,16 @@
-"""Inductor's one-time setup, made beside the model's loading, by one worker at a time, and its share
-of the cores.
+"""Inductor's one-time setup, made beside the stages that do not need it, by one worker at a time, and
+its share of the cores.
 
 On a cache it has not seen, inductor's first compile probes which vector instruction sets the CPU
 has by compiling and running a test program for each, in turn (about 9 s on 2 cores), then keeps the
 answer in its on-disk cache. The probe is mostly the C++ compiler's time, in processes of its own: a
-worker whose stages will compile starts it in a thread as soon as it starts, each set's test beside
-the others', so it runs on the cores the worker leaves idle while the model is imported and the
-stages before the first compile run (the lanes order them first: ladder.lanes), and that compile
-waits for it. Workers started side by side (--jobs) would each make the same probe at the same time;
-under a lock in the run's folder, the first makes it and the others read its answer. The probe is
-what any compile makes first, so nothing a stage does changes.
+worker whose stages will compile starts it in a thread once it has loaded the model (and read the
+environment the report gives: inductor sets TORCHINDUCTOR_CACHE_DIR as it starts), so it runs on the
+cores the worker leaves idle while the stages before the first compile run (the lanes order them
+first: ladder.lanes), each set's test beside the others' where more than one core is idle; that
+compile waits for it. Workers started side by side (--jobs) would each make the same probe at the
+same time; under a lock in the run's folder, the first makes it and the others read its answer. The
+probe is what any compile makes first, so nothing a stage does changes.
 
 Inductor compiles its C++ in a pool of as many processes as the machine has cores, and torch runs
 its kernels on as many threads; with workers side by side each gets its share of both instead.

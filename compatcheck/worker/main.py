@@ -133,7 +133,7 @@ def _run_stage(name: str, ctx, send, manifest) -> bool:
 
 def _start_inductor_probe(request: WorkerRequest) -> None:
     """Where a stage of this worker compiles with inductor, its one-time probe starts now, beside the
-    model's loading (worker/inductor.py)."""
+    stages before the first compile (worker/inductor.py)."""
     from compatcheck import stages
     from compatcheck.options import RunOptions
     from compatcheck.worker.inductor import share_cores, start_probe
@@ -165,7 +165,6 @@ def main(argv: list[str]) -> int:
 
     recorder = Recorder(request.workdir)  # before the model is imported: everything it loads counts
     recorder.install()
-    _start_inductor_probe(request)
     try:
         spec = load_spec(request)
     except UsageError as exc:
@@ -175,5 +174,6 @@ def main(argv: list[str]) -> int:
         send(internal_error(exc))
         return 0
     send(loaded_message(spec))
+    _start_inductor_probe(request)  # after the report's environment is read: inductor sets a variable
     run_stages(spec, request, send, recorder.manifest)
     return 0

@@ -117,3 +117,37 @@ def test_without_the_extra_the_stage_is_a_skip_naming_the_install(tmp_path):
     report = json.loads(out.read_text())
     assert verdicts(report)["openvino"] == "skip"
     assert "openvino is not installed: pip install 'compatcheck[openvino]'" in _stage(report)["reason"]
+
+
+FORKS_IN_A_CONVERSION = """
+import os, sys, torch, openvino
+from openvino_telemetry import Telemetry
+if sys.argv[1] == "declined":
+    from compatcheck.stages.openvino import decline_telemetry
+    decline_telemetry()
+forks = []
+os.register_at_fork(after_in_parent=lambda: forks.append(1))
+openvino.convert_model(torch.nn.Linear(2, 2), example_input=torch.ones(1, 2))
+Telemetry().force_shutdown(5.0)
+print(len(forks))
+"""
+
+
+def _forks_in_a_conversion(home, telemetry: str) -> int:
+    import os
+    import subprocess
+    import sys
+
+    # No consent file in this home and no CI variable: OpenVINO's default is to send, each event forked.
+    env = {key: value for key, value in os.environ.items() if key not in {"CI", "TF_BUILD", "JENKINS_URL"}}
+    home.mkdir()
+    done = subprocess.run([sys.executable, "-c", FORKS_IN_A_CONVERSION, telemetry], capture_output=True,
+                          text=True, cwd=ROOT, env={**env, "HOME": str(home)}, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return int(done.stdout.split()[-1])
+
+
+def test_the_workers_conversions_fork_no_telemetry_sender(tmp_path):
+    if _forks_in_a_conversion(tmp_path / "default", "default") == 0:
+        pytest.skip("this OpenVINO forks no telemetry sender by default: nothing to decline")
+    assert _forks_in_a_conversion(tmp_path / "declined", "declined") == 0

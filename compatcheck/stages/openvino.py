@@ -46,6 +46,18 @@ def missing() -> str | None:
     return None
 
 
+def decline_telemetry() -> None:
+    """OpenVINO's conversions send telemetry unless the user opted out or CI=true, each event from a
+    process forked off the converting one: here the worker, whose threads (inductor's probe, torch's pools)
+    a fork can leave holding locks in the child, and which has 2-3 s of CPU to pay for the forks on a small
+    model. compatcheck's conversions are checks, not the user's use of OpenVINO: the worker declines them."""
+    try:
+        from openvino.tools.ovc.telemetry_utils import init_ovc_telemetry
+    except ImportError:
+        return
+    init_ovc_telemetry().consent = False
+
+
 def input_shapes(ctx: StageContext, by_name: bool):
     """convert_model's `input`: each tensor's shape with -1 at the dims the input sets vary in, by name where
     the sample is passed by keyword; None where the call's arguments are not one tensor each (OpenVINO then
@@ -94,6 +106,7 @@ class OpenVino(Stage):
             model_on_cpu = {"model": copy.deepcopy(ctx.spec.model).cpu(), "args": sample.args,
                             "kwargs": sample.kwargs or None}
         self.call_ran = call = self.call(ctx)
+        decline_telemetry()
         try:
             with torch.no_grad():
                 self.compiled = call.run(**{**bound(ctx), **model_on_cpu, "path": path})

@@ -8,7 +8,7 @@ worker whose stages will compile starts it in a thread once it has loaded the mo
 environment the report gives: inductor sets TORCHINDUCTOR_CACHE_DIR as it starts), so it runs on the
 cores the worker leaves idle while the stages before the first compile run (the lanes order them
 first: ladder.lanes), each set's test beside the others' where more than one core is idle; that
-compile waits for it. Workers started side by side (--jobs) would each make the same probe at the
+compile waits for it, its core given to the probe meanwhile. Workers started side by side (--jobs) would each make the same probe at the
 same time; under a lock in the run's folder, the first makes it and the others read its answer. The
 probe is what any compile makes first, so nothing a stage does changes.
 
@@ -30,25 +30,50 @@ _probe: threading.Thread | None = None
 _share: int | None = None  # with workers side by side, this worker's share of the cores
 
 
-def _idle_cores() -> int:
-    """The cores this worker may use, less the one its main thread keeps busy meanwhile."""
+def _cores() -> int:
+    """The cores this worker may use."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cores, _share or cores) - 1)
+    return min(cores, _share or cores)
+
+
+class _Cores:
+    """The cores the probe's compilers may take at once: those the worker's main thread leaves idle, and
+    its own core too once it waits for the probe."""
+
+    def __init__(self, free: int):
+        self.free = free
+        self.changed = threading.Condition()
+
+    def widen(self) -> None:
+        with self.changed:
+            self.free += 1
+            self.changed.notify()
+
+    def run(self, task):
+        with self.changed:
+            self.changed.wait_for(lambda: self.free > 0)
+            self.free -= 1
+        try:
+            return task()
+        finally:
+            with self.changed:
+                self.free += 1
+                self.changed.notify()
+
+
+_cores_free = _Cores(0)
 
 
 def _side_by_side(cpu_vec_isa) -> None:
     """Probe the x86 instruction sets the CPU claims side by side, as many at once as there are idle cores
-    (their compilers run as processes of their own; more at once than cores only makes each slower);
-    valid_vec_isa_list, which asks each in turn, then reads their answers. The sets asked are those it
-    would ask: the claimed ones, by the same test."""
-    threads = _idle_cores()
-    if threads == 1:
-        return
+    (their compilers run as processes of their own; more at once than cores only makes each slower), one
+    more once the worker waits for the probe; valid_vec_isa_list, which asks each in turn, then reads their
+    answers. The sets asked are those it would ask: the claimed ones, by the same test."""
     claimed = cpu_vec_isa.x86_isa_checker()
     asked = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(flag in claimed for flag in str(isa).split())]
     if len(asked) > 1:
-        with ThreadPoolExecutor(min(threads, len(asked)), thread_name_prefix="inductor-probe") as pool:
-            list(pool.map(bool, asked))
+        with ThreadPoolExecutor(min(_cores(), len(asked)), thread_name_prefix="inductor-probe") as pool:
+            list(pool.map(lambda isa: _cores_free.run(lambda: bool(isa)), asked))
 
 
 def _probe_under_lock(folder: Path, cpu_vec_isa) -> None:
@@ -70,7 +95,7 @@ def start_probe(folder: Path, device: str) -> None:
 
     Inductor (and with it torch._dynamo) is imported here, in the calling thread: an import in the
     thread could meet what the meta run puts in sys.modules while it runs (diagnose/device.py)."""
-    global _probe
+    global _probe, _cores_free
     if device != "cpu" or _probe is not None:
         return
     try:
@@ -78,6 +103,7 @@ def start_probe(folder: Path, device: str) -> None:
         from torch._inductor import cpu_vec_isa
     except ImportError:  # a torch that probes elsewhere, or not at all: the compile probes as it would
         return
+    _cores_free = _Cores(max(1, _cores() - 1))
     _probe = threading.Thread(target=_probe_under_lock, args=(folder, cpu_vec_isa), name="inductor-probe",
                               daemon=True)
     _probe.start()
@@ -86,7 +112,8 @@ def start_probe(folder: Path, device: str) -> None:
 def inductor_ready(folder: Path, device: str) -> None:
     """Return once the probe is made: the first compile of a worker waits here."""
     start_probe(folder, device)
-    if _probe is not None:
+    if _probe is not None and _probe.is_alive():
+        _cores_free.widen()  # the main thread's core, until the probe is made
         _probe.join()
 
 

@@ -5,11 +5,13 @@ here is what is left: a different release of the library, or a report upstream w
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 
 from compatcheck.report.model import Finding
 
 
+@functools.cache  # packages_distributions reads every installed distribution's file list: once a package
 def _release(package: str) -> str:
     names = importlib.metadata.packages_distributions().get(package, [package])
     try:

@@ -1,8 +1,8 @@
 """How many workers a run uses: one per CORES_PER_WORKER cores unless --jobs says otherwise, and never
 more than the machine's free memory holds.
 
-On 2 cores two workers took 0.86-0.92x the wall time of one for 1.13-1.33x its CPU time: the second
-worker imports torch again, and both compete for the same cores. With four cores to each, each gets
+On 2 cores two workers took 0.97-1.33x the wall time of one for 1.14-1.18x its CPU time: the second
+worker imports torch again, and one worker's inductor probe already keeps the second core busy. With four cores to each, each gets
 its own share for torch's threads and inductor's compile pool (worker/inductor.py). How much memory a
 worker needs is known once the first has loaded the model: its peak resident size then, HEADROOM
 times over (compiling and exporting grow a worker past it); the other workers start only then, as

@@ -8,9 +8,10 @@ worker whose stages will compile starts it in a thread once it has loaded the mo
 environment the report gives: inductor sets TORCHINDUCTOR_CACHE_DIR as it starts), so it runs on the
 cores the worker leaves idle while the stages before the first compile run (the lanes order them
 first: ladder.lanes), each set's test beside the others' where more than one core is idle; that
-compile waits for it, its core given to the probe meanwhile. Workers started side by side (--jobs) would each make the same probe at the
-same time; under a lock in the run's folder, the first makes it and the others read its answer. The
-probe is what any compile makes first, so nothing a stage does changes.
+compile waits for it, its core given to the probe meanwhile. Workers started side by side (--jobs)
+would each make the same probe at the same time; under a lock in the run's folder, the first makes it
+and the others read its answer. The probe is what any compile makes first, so nothing a stage does
+changes.
 
 Inductor compiles its C++ in a pool of as many processes as the machine has cores, and torch runs
 its kernels on as many threads; with workers side by side each gets its share of both instead.

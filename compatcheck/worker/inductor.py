@@ -102,7 +102,7 @@ def start_probe(folder: Path, device: str) -> None:
     try:
         import torch._inductor.codecache  # noqa: F401  (what the probe imports as it compiles)
         from torch._inductor import cpu_vec_isa
-    except ImportError:  # a torch that probes elsewhere, or not at all: the compile probes as it would
+    except Exception:  # a torch that probes elsewhere, or breaks on import: the compile meets it as it would
         return
     _cores_free = _Cores(max(1, _cores() - 1))
     _probe = threading.Thread(target=_probe_under_lock, args=(folder, cpu_vec_isa), name="inductor-probe",

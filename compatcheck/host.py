@@ -15,6 +15,11 @@ PACKAGES = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "tr
 RELEVANT = re.compile(r"^(TORCH|PYTORCH|TORCHINDUCTOR|OMP|MKL|OPENBLAS|CUDA|CUBLAS|CUDNN|NVIDIA|ORT|ONNX|TRITON|OV|OPENVINO)_")
 
 
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def variables() -> dict[str, str]:
     return {name: redact.text(value) for name, value in sorted(os.environ.items())
             if RELEVANT.match(name) and not redact.SECRET_NAME.search(name)}

@@ -125,10 +125,11 @@ def test_the_probe_made_side_by_side_answers_as_inductors_own(tmp_path):
 
 
 def test_the_default_workers_follow_the_cores_and_memory_caps_any_number():
+    from compatcheck import host
     from compatcheck.session import workers
 
     assert workers.wanted(3) == 3
-    assert workers.wanted(None) == max(1, workers.cores() // workers.CORES_PER_WORKER)
+    assert workers.wanted(None) == max(1, host.cores() // workers.CORES_PER_WORKER)
     gib = 2**30
     assert workers.memory_allows(3, footprint=gib, available=64 * gib) == 3
     assert workers.memory_allows(3, footprint=gib, available=2 * gib) == 2  # one more at twice the first's size

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from compatcheck import ladder, redact, untrusted
+from compatcheck import host, ladder, redact, untrusted
 from compatcheck.session import workers
 from compatcheck.session.containment import Box, Containment
 from compatcheck.session.sandbox import Sandbox, enter
@@ -157,7 +157,7 @@ class Supervisor:
             for lane in lanes:
                 self._run_lane(lane, 0)
             return self.outcome
-        self.cores = max(1, workers.cores() // len(lanes))
+        self.cores = max(1, host.cores() // len(lanes))
         self.started = [threading.Event() for _ in lanes]  # each lane's go-ahead: the first has it at once
         self.started[0].set()
         with ThreadPoolExecutor(len(lanes)) as pool:

@@ -2,8 +2,9 @@
 more than the machine's free memory holds.
 
 On 2 cores two workers took 0.97-1.33x the wall time of one for 1.14-1.18x its CPU time: the second
-worker imports torch again, and one worker's inductor probe already keeps the second core busy. With four cores to each, each gets
-its own share for torch's threads and inductor's compile pool (worker/inductor.py). How much memory a
+worker imports torch again, and one worker's inductor probe already keeps the second core busy. With
+four cores to each, each gets its own share for torch's threads and inductor's compile pool
+(worker/inductor.py). How much memory a
 worker needs is known once the first has loaded the model: its peak resident size then, HEADROOM
 times over (compiling and exporting grow a worker past it); the other workers start only then, as
 many as the memory available at that moment holds, and the lanes left over run after the first.
@@ -13,18 +14,15 @@ from __future__ import annotations
 
 import os
 
+from compatcheck import host
+
 CORES_PER_WORKER = 4
 HEADROOM = 2
 
 
-def cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def wanted(jobs: int | None) -> int:
     """--jobs, or its default from the machine's cores."""
-    return jobs if jobs is not None else max(1, cores() // CORES_PER_WORKER)
+    return jobs if jobs is not None else max(1, host.cores() // CORES_PER_WORKER)
 
 
 def available_memory() -> int | None:

@@ -20,10 +20,11 @@ its kernels on as many threads; with workers side by side each gets its share of
 from __future__ import annotations
 
 import fcntl
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from compatcheck import host
 
 LOCK = "inductor-setup.lock"
 
@@ -33,36 +34,12 @@ _share: int | None = None  # with workers side by side, this worker's share of t
 
 def _cores() -> int:
     """The cores this worker may use."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(cores, _share or cores)
+    return min(host.cores(), _share or host.cores())
 
 
-class _Cores:
-    """The cores the probe's compilers may take at once: those the worker's main thread leaves idle, and
-    its own core too once it waits for the probe."""
-
-    def __init__(self, free: int):
-        self.free = free
-        self.changed = threading.Condition()
-
-    def widen(self) -> None:
-        with self.changed:
-            self.free += 1
-            self.changed.notify()
-
-    def run(self, task):
-        with self.changed:
-            self.changed.wait_for(lambda: self.free > 0)
-            self.free -= 1
-        try:
-            return task()
-        finally:
-            with self.changed:
-                self.free += 1
-                self.changed.notify()
-
-
-_cores_free = _Cores(0)
+# The cores the probe's compilers may take at once: those the worker's main thread leaves idle, and its
+# own core too once it waits for the probe (a release past the start count widens it).
+_cores_free = threading.Semaphore(0)
 
 
 def _side_by_side(cpu_vec_isa) -> None:
@@ -74,7 +51,13 @@ def _side_by_side(cpu_vec_isa) -> None:
     asked = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(flag in claimed for flag in str(isa).split())]
     if len(asked) > 1:
         with ThreadPoolExecutor(min(_cores(), len(asked)), thread_name_prefix="inductor-probe") as pool:
-            list(pool.map(lambda isa: _cores_free.run(lambda: bool(isa)), asked))
+            list(pool.map(_probed, asked))
+
+
+def _probed(isa) -> bool:
+    """Inductor's test of one instruction set, once a core is free for its compiler."""
+    with _cores_free:
+        return bool(isa)
 
 
 def _probe_under_lock(folder: Path, cpu_vec_isa) -> None:
@@ -104,7 +87,7 @@ def start_probe(folder: Path, device: str) -> None:
         from torch._inductor import cpu_vec_isa
     except Exception:  # a torch that probes elsewhere, or breaks on import: the compile meets it as it would
         return
-    _cores_free = _Cores(max(1, _cores() - 1))
+    _cores_free = threading.Semaphore(max(1, _cores() - 1))
     _probe = threading.Thread(target=_probe_under_lock, args=(folder, cpu_vec_isa), name="inductor-probe",
                               daemon=True)
     _probe.start()
@@ -114,7 +97,7 @@ def inductor_ready(folder: Path, device: str) -> None:
     """Return once the probe is made: the first compile of a worker waits here."""
     start_probe(folder, device)
     if _probe is not None and _probe.is_alive():
-        _cores_free.widen()  # the main thread's core, until the probe is made
+        _cores_free.release()  # the main thread's core, until the probe is made
         _probe.join()
 
 

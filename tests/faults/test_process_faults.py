@@ -100,9 +100,10 @@ def test_jobs_runs_independent_lanes_in_separate_workers(tmp_path):
 
 
 def test_without_jobs_a_run_uses_one_worker_per_four_cores(tmp_path):
+    from compatcheck import host
     from compatcheck.session import workers
 
     proc, report = run_json(tmp_path, "run", "models/convnet.py", "--stages", "jit_trace,onnxruntime")
     assert proc.returncode == 0
     assert verdicts(report) == dict.fromkeys(["eager", "jit_trace", "onnx_export", "onnxruntime"], "pass")
-    assert report["workers"] == min(2, max(1, workers.cores() // 4))
+    assert report["workers"] == min(2, max(1, host.cores() // 4))

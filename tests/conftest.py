@@ -38,14 +38,30 @@ def verdicts(report: dict) -> dict[str, str]:
     return {stage["name"]: stage["status"] for stage in report["stages"]}
 
 
+def private_homes(folder: Path) -> dict[str, str]:
+    """The variables that give the runs started with them a result cache and a cache key of their own, in
+    `folder`: none of them reads or writes the user's (~/.cache, ~/.local/state)."""
+    return {"COMPATCHECK_CACHE_DIR": str(folder / "cache"), "XDG_STATE_HOME": str(folder / "state")}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_module_cache(tmp_path_factory):
+    """A module's own fixtures (made before any test's private_cache) get a result cache and a key of the
+    module's own."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in private_homes(tmp_path_factory.mktemp("module")).items():
+            patch.setenv(name, value)
+        patch.delenv("COMPATCHECK_CACHE_KEY", raising=False)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path_factory, monkeypatch):
     """Each test starts with an empty result cache of its own, and a cache key of its own. They live
     beside tmp_path, not in it: the worker's sandbox lets it make nothing new in a folder above them
     (docs/isolation.md), and the tests' models write their flags into tmp_path."""
-    home = tmp_path_factory.mktemp("private")
-    monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(home / "cache"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
+    for name, value in private_homes(tmp_path_factory.mktemp("private")).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.delenv("COMPATCHECK_CACHE_KEY", raising=False)
 
 
@@ -56,28 +72,24 @@ def cache_dir() -> Path:
 
 # The shared runs (tests/shared_runs.py) the collected tests read, in the order they read them.
 SHARED_RUNS: list[Path] = []
+# The environment the session started with, before any test could change it: the shared runs get it.
+SESSION_ENVIRON = dict(os.environ)
 
 
 @pytest.fixture(scope="session")
 def shared_runs(tmp_path_factory):
-    """The suite's expensive runs, started in the background (tests/shared_runs.py)."""
+    """The suite's expensive runs, each made once for every process of the suite (tests/shared_runs.py),
+    in a folder the pytest-xdist workers share: the parent of each one's own temporary folder."""
     from tests.shared_runs import SharedRuns
 
-    runs = SharedRuns(SHARED_RUNS, tmp_path_factory.mktemp, dict(os.environ))
-    yield runs
-    runs.close()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def start_shared_runs(request):
-    """Starts the shared runs with the session, before any test can change the environment."""
-    if SHARED_RUNS:
-        request.getfixturevalue("shared_runs")
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if "PYTEST_XDIST_WORKER" in SESSION_ENVIRON else base
+    return SharedRuns(SHARED_RUNS, shared / "shared-runs", SESSION_ENVIRON)
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
 def pytest_collection_modifyitems(items):
-    """Tests that read the shared runs go last, together; what they read is started first thing."""
+    """Tests that read the shared runs go last, together; SHARED_RUNS lists the runs they read, in order."""
     from tests.shared_runs import wanted
 
     items.sort(key=lambda item: "shared_runs" in getattr(item, "fixturenames", ()))

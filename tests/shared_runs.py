@@ -1,23 +1,24 @@
 """The suite's expensive, independent runs, read by several tests: each example model's walk down the
 ladder and its reproducers (test_models, test_findings, test_docs), and each real architecture's run
-(test_real_models). A model is walked once per suite, not once per aspect. The runs the collected
-tests read start with the session, one at a time in the background while the other tests use the
-other core, and go two at a time once the tests that read them begin (conftest moves those to the
-end, together). They run with the environment the session started with, so a test's monkeypatched
-variables (a private TMPDIR, a process mark) never reach them."""
+(test_real_models). A model is walked once per suite, not once per aspect, however many processes
+(pytest-xdist workers) run the suite: the first to need a run makes it, under a lock in a folder the
+workers share, and writes it there for the others. conftest moves the tests that read the runs to the
+end, together, and a worker that finds the run it needs under way makes the next one nobody has begun,
+so both cores stay busy. The runs get the environment the session started with, so a test's
+monkeypatched variables (a private TMPDIR, a process mark) never reach them."""
 
 from __future__ import annotations
 
 import ast
+import fcntl
 import json
 import subprocess
 import sys
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import MODELS, REAL_MODELS, REAL_PYTHON, run_cli
+from tests.conftest import MODELS, REAL_MODELS, REAL_PYTHON, private_homes, run_cli
 
 
 def literal(path: Path, name: str):
@@ -94,7 +95,7 @@ def walk_example(path: Path, folder: Path, environ: dict) -> Run:
     artifacts = folder / "artifacts"
     proc = run_cli("run", str(path), "--stages", stages, "--compile-backend", backend,
                    "--artifacts", str(artifacts), "--json", str(folder / "report.json"), "--quiet",
-                   env={"COMPATCHECK_CACHE_DIR": str(folder / "cache")}, base_env=environ)
+                   env=private_homes(folder), base_env=environ)
     assert (folder / "report.json").exists(), f"no report written\nstdout:{proc.stdout}\nstderr:{proc.stderr}"
     report = json.loads((folder / "report.json").read_text())
     reached = [stage["name"] for stage in report["stages"] if stage["status"] != "skip"]
@@ -112,7 +113,7 @@ def run_real(path: Path, folder: Path, environ: dict) -> Run:
     stages = ",".join(literal(path, "EXPECTED"))
     proc = run_cli("run", str(path), "--stages", stages, *literal(path, "TEST_OPTIONS"),
                    "--json", str(folder / "report.json"), "--markdown", str(folder / "checklist.md"), "--quiet",
-                   env={"COMPATCHECK_CACHE_DIR": str(folder / "cache")}, base_env=environ, python=REAL_PYTHON,
+                   env=private_homes(folder), base_env=environ, python=REAL_PYTHON,
                    timeout=900)
     assert (folder / "report.json").exists(), proc.stdout + proc.stderr
     return Run(proc, json.loads((folder / "report.json").read_text()), folder, {})
@@ -126,25 +127,62 @@ def wanted(params: dict) -> list[Path]:
 
 
 class SharedRuns:
-    """Starts the runs of `paths` in that order; `get` waits for one."""
+    """The runs of `paths`, each made once under `root`, a folder every process of the suite shares: a
+    run's lock file, and its result once made (the run's folder and `run.json`)."""
 
-    def __init__(self, paths: list[Path], make_folder, environ: dict):
-        self.environ = environ
-        self.slots = threading.Semaphore(1)
-        self.widened = False
-        self.pool = ThreadPoolExecutor(2, thread_name_prefix="shared-run")
-        self.futures: dict[Path, Future] = {
-            path: self.pool.submit(self._run, path, make_folder(path.stem)) for path in paths}
-
-    def _run(self, path: Path, folder: Path) -> Run:
-        with self.slots:
-            return (walk_example if path in EXAMPLE_FILES else run_real)(path, folder, self.environ)
+    def __init__(self, paths: list[Path], root: Path, environ: dict):
+        self.paths, self.root, self.environ = paths, root, environ
+        root.mkdir(parents=True, exist_ok=True)
 
     def get(self, path: Path) -> Run:
-        if not self.widened:  # the tests that read the runs have begun: both cores are theirs now
-            self.widened = True
-            self.slots.release()
-        return self.futures[path].result()
+        """The run of `path`. While another process makes it, this one makes the next run nobody has begun,
+        then waits for it (a process that died making it left it to be made again)."""
+        while (run := self._read(path)) is None:
+            if not any(self._make(candidate) for candidate in [path, *self.paths]):
+                with self._lock(path, wait=True):
+                    pass
+        return run
 
-    def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)  # after a failure (-x), only the running jobs finish
+    def _folder(self, path: Path) -> Path:
+        return self.root / f"{path.parent.name}-{path.stem}"
+
+    @contextmanager
+    def _lock(self, path: Path, wait: bool):
+        """Holds the run's lock (yields True), or yields False at once where another process holds it and
+        `wait` is false."""
+        with open(self.root / f"{self._folder(path).name}.lock", "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+
+    def _make(self, path: Path) -> bool:
+        """Makes the run of `path` if no process has made or begun it; True if this call made it. A run that
+        raised records the error, for the tests that read it (not the one that happened to make it)."""
+        with self._lock(path, wait=False) as held:
+            if not held or (self._folder(path) / "run.json").exists():
+                return False
+            folder = self._folder(path)
+            folder.mkdir(exist_ok=True)
+            try:
+                run = (walk_example if path in EXAMPLE_FILES else run_real)(path, folder, self.environ)
+                made = {"args": run.process.args, "returncode": run.process.returncode,
+                        "stdout": run.process.stdout, "stderr": run.process.stderr, "reproduced": run.reproduced}
+            except Exception as exc:  # noqa: BLE001 - the tests that read this run fail with it
+                made = {"error": f"{type(exc).__name__}: {exc}"}
+            (folder / "run.json.partial").write_text(json.dumps(made))
+            (folder / "run.json.partial").rename(folder / "run.json")
+            return True
+
+    def _read(self, path: Path) -> Run | None:
+        result = self._folder(path) / "run.json"
+        if not result.exists():
+            return None
+        made = json.loads(result.read_text())
+        if "error" in made:
+            raise AssertionError(f"the shared run of {path.name} failed: {made['error']}")
+        process = subprocess.CompletedProcess(made["args"], made["returncode"], made["stdout"], made["stderr"])
+        report = json.loads((self._folder(path) / "report.json").read_text())
+        return Run(process, report, self._folder(path), made["reproduced"])

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.scheduling import pytest_xdist_make_scheduler  # noqa: F401 - a module sharing a fixture runs on one worker
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"
 # Real third-party architectures (transformers, timm, torchvision): they need an environment where

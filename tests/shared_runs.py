@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import fcntl
 import json
+import shutil
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -165,7 +166,8 @@ class SharedRuns:
             if not held or (self._folder(path) / "run.json").exists():
                 return False
             folder = self._folder(path)
-            folder.mkdir(exist_ok=True)
+            shutil.rmtree(folder, ignore_errors=True)  # what a process that died making it left
+            folder.mkdir()
             try:
                 run = (walk_example if path in EXAMPLE_FILES else run_real)(path, folder, self.environ)
                 made = {"args": run.process.args, "returncode": run.process.returncode,

@@ -15,20 +15,17 @@ from pathlib import Path
 import pytest
 
 
-def scoped_fixtures(tree: ast.Module) -> list[str]:
-    """The module- or session-scoped fixtures a module defines."""
-    found = []
-    for node in tree.body:
+@functools.cache
+def shares_a_fixture(module: Path) -> bool:
+    """Whether a module's source defines a module- or session-scoped fixture."""
+    if module.suffix != ".py" or not module.is_file():
+        return False
+    for node in ast.parse(module.read_text()).body:
         for decorator in getattr(node, "decorator_list", []):
             scope = {k.arg: k.value for k in getattr(decorator, "keywords", [])}.get("scope")
             if isinstance(scope, ast.Constant) and scope.value in ("module", "session"):
-                found.append(node.name)
-    return found
-
-
-@functools.cache
-def shares_a_fixture(module: Path) -> bool:
-    return module.suffix == ".py" and module.is_file() and bool(scoped_fixtures(ast.parse(module.read_text())))
+                return True
+    return False
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -89,6 +89,13 @@ def shared_runs(tmp_path_factory):
     return SharedRuns(SHARED_RUNS, shared / "shared-runs", SESSION_ENVIRON)
 
 
+def pytest_itemcollected(item):
+    """A test that reads the shared runs waits for whole models walked down the ladder: it is `slow`
+    wherever it is, so the fast subset (-m "not slow") walks none."""
+    if "shared_runs" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
 def pytest_collection_modifyitems(items):
     """Tests that read the shared runs go last, together; SHARED_RUNS lists the runs they read, in order."""

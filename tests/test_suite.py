@@ -57,3 +57,17 @@ def test_a_module_fixture_is_made_once_by_the_one_worker_that_runs_its_tests(tmp
     assert len(made) == 1
     assert {worker for what, worker in ran if what == "shared"} == {made[0].split()[1]}
     assert {worker for _, worker in ran} == {"gw0", "gw1"}  # the other tests were still shared out
+
+
+def test_the_fast_subset_walks_no_model():
+    """Every test that reads the shared runs (whole models walked down the ladder) is `slow`, so
+    `-m "not slow"` selects none of them, and the full suite still has them all."""
+    def collected(*args):
+        proc = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-n0", "-p", "no:cacheprovider", *args],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return {line for line in proc.stdout.splitlines() if "::" in line}
+
+    reading = {test for test in collected() if "takes_every_report_the_suite_produces" in test}
+    assert reading  # tests/test_renderers.py reads every shared run and says nothing of speed itself
+    assert reading.isdisjoint(collected("-m", "not slow"))

@@ -1,5 +1,5 @@
-"""The suite's own rule for running on every core (tests/scheduling.py, docs/developing.md): a module whose
-tests share a fixture runs on one pytest-xdist worker, which makes the fixture once."""
+"""The suite's own rules for its speed (docs/developing.md): a module whose tests share a fixture runs on one
+pytest-xdist worker, which makes the fixture once (tests/scheduling.py), and the fast subset walks no model."""
 
 import os
 import subprocess

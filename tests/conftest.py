@@ -46,14 +46,19 @@ def private_homes(folder: Path) -> dict[str, str]:
     return {"COMPATCHECK_CACHE_DIR": str(folder / "cache"), "XDG_STATE_HOME": str(folder / "state")}
 
 
+def use_private_homes(patch: pytest.MonkeyPatch, folder: Path) -> None:
+    """Sets private_homes(folder) in the environment, and no cache key from it."""
+    for name, value in private_homes(folder).items():
+        patch.setenv(name, value)
+    patch.delenv("COMPATCHECK_CACHE_KEY", raising=False)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def private_module_cache(tmp_path_factory):
     """A module's own fixtures (made before any test's private_cache) get a result cache and a key of the
     module's own."""
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in private_homes(tmp_path_factory.mktemp("module")).items():
-            patch.setenv(name, value)
-        patch.delenv("COMPATCHECK_CACHE_KEY", raising=False)
+        use_private_homes(patch, tmp_path_factory.mktemp("module"))
         yield
 
 
@@ -62,9 +67,7 @@ def private_cache(tmp_path_factory, monkeypatch):
     """Each test starts with an empty result cache of its own, and a cache key of its own. They live
     beside tmp_path, not in it: the worker's sandbox lets it make nothing new in a folder above them
     (docs/isolation.md), and the tests' models write their flags into tmp_path."""
-    for name, value in private_homes(tmp_path_factory.mktemp("private")).items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("COMPATCHECK_CACHE_KEY", raising=False)
+    use_private_homes(monkeypatch, tmp_path_factory.mktemp("private"))
 
 
 def cache_dir() -> Path:
@@ -89,10 +92,14 @@ def shared_runs(tmp_path_factory):
     return SharedRuns(SHARED_RUNS, shared / "shared-runs", SESSION_ENVIRON)
 
 
+def reads_shared_runs(item) -> bool:
+    return "shared_runs" in getattr(item, "fixturenames", ())
+
+
 def pytest_itemcollected(item):
     """A test that reads the shared runs waits for whole models walked down the ladder: it is `slow`
     wherever it is, so the fast subset (-m "not slow") walks none."""
-    if "shared_runs" in getattr(item, "fixturenames", ()):
+    if reads_shared_runs(item):
         item.add_marker(pytest.mark.slow)
 
 
@@ -101,9 +108,9 @@ def pytest_collection_modifyitems(items):
     """Tests that read the shared runs go last, together; SHARED_RUNS lists the runs they read, in order."""
     from tests.shared_runs import wanted
 
-    items.sort(key=lambda item: "shared_runs" in getattr(item, "fixturenames", ()))
+    items.sort(key=reads_shared_runs)
     for item in items:
-        if "shared_runs" in getattr(item, "fixturenames", ()) and hasattr(item, "callspec"):
+        if reads_shared_runs(item) and hasattr(item, "callspec"):
             SHARED_RUNS.extend(path for path in wanted(item.callspec.params) if path not in SHARED_RUNS)
 
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from compatcheck.ladder import NAMES
 from compatcheck.report.kinds import FindingKind
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 READABLE_VERSIONS = tuple(range(1, SCHEMA_VERSION + 1))  # older reports are migrated on load (see migrate and docs/report.md's changelog)
 
 
@@ -103,6 +103,10 @@ class LeafComparison(BaseModel):
         None, description="'within-noise' when the result is as close to an fp64 eager run as eager itself"
     )
     problem: str | None = Field(None, description="why it is not ok, in words")
+    rule: str | None = Field(None, description="the row of the comparison's rule table that decided (docs: "
+                                               "comparison); absent before schema_version 11")
+    accepted: str | None = Field(None, description="differences the contract accepts, counted and named: integers "
+                                                   "at ties of the values beside them or at rounding edges")
     note: str | None = Field(None, description="how the output was read, where it is not as eager returns it")
     fp64_error: float | None = Field(None, description="with --dtype: RMS error against the float64 run (backend "
                                                        "fidelity)")
@@ -195,7 +199,8 @@ class Precision(BaseModel):
     fp64_error: float | None = Field(None, description="backend fidelity: the stage's RMS error against the float64 "
                                                        "run, on the output and input set nearest what the rule allows")
     eager_fp64_error: float | None = Field(None, description="eager's own there, in the same dtype")
-    allowed: float | None = Field(None, description="what the rule allows there: 2 × eager's + atol/10")
+    allowed: float | None = Field(None, description="before schema_version 11, what the RMS rule allowed there: "
+                                                    "2 × eager's + atol/10; the rule is now element by element")
     float32_error: float | None = Field(None, description="how far the model moved from its float32 answers: the "
                                                           "largest absolute difference over every output and input set")
     upcast: str | None = Field(None, description="what the backend computes in float32 instead, where it does so "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from compatcheck.compare import flatten
 from compatcheck.diagnose.batching import batch_dependence
 from compatcheck.diagnose.eager import eager_findings
 from compatcheck.report.model import Finding
@@ -20,6 +21,7 @@ class Eager(Stage):
 
     def build(self, ctx: StageContext):
         ctx.reference  # noqa: B018 - computing it is the point: it raises what the model raises
+        ctx.tolerances.check([name for name, _ in flatten(ctx.reference[0])[0]])  # a key no output has: the user's
         self.batching = batch_dependence(ctx, self.name)
         return ctx.eager
 

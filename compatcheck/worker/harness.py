@@ -12,7 +12,7 @@ import traceback
 from contextlib import contextmanager, nullcontext
 
 from compatcheck.deadline import within
-from compatcheck.errors import UsageError, chain, one_line
+from compatcheck.errors import InternalError, UsageError, chain, one_line
 from compatcheck.ladder import BY_NAME
 from compatcheck.report import verdict
 from compatcheck.report.model import PhaseRecord, StageResult, Status
@@ -115,7 +115,7 @@ class StageRun:
         """Around a phase that runs the model's code: what it raises is evidence (a fail)."""
         try:
             yield
-        except UsageError:
+        except (UsageError, InternalError):  # the model file's fault; compatcheck's own (the comparison's)
             raise
         except MODEL_ERRORS as exc:
             self.error = exc

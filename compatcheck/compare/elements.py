@@ -1,0 +1,96 @@
+"""The arithmetic of the float64 adjudication, element by element.
+
+An artifact is as right as eager at an element when its distance to the float64 run is within what eager
+itself shows there: twice eager's own distance at that element (PyTorch's `same()` allows its backend
+twice eager's distance to float64, as one RMS; here per element), or twice eager's typical distance at
+elements of the same magnitude (a high quantile over the float64 values within about a factor of two of
+this one, never smaller ones far below it, never the maximum), so that two correct kernels that round at
+different elements both pass, while one element's cancellation error never covers its neighbours."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+FP64_MULTIPLIER = 2.0  # as PyTorch's same(): the artifact may be twice as far from float64 as eager
+# Eager farther from float64 than this many times the tolerance has lost the digits the tolerance asks for
+# there (the model is numerically unstable, or the float64 run took another path): it lends no pass.
+EAGER_FAR = 10.0
+BAND_QUANTILE = 0.99  # eager's typical distance in a band: one outlier (a cancellation) is never it
+BAND_HALF_OCTAVES = 2  # the band: the element's half-octave of magnitude and two on each side
+MIN_BAND = 8  # elements of one magnitude it takes to show the artifact loses that magnitude's digits
+ROUNDING_STEPS = 4  # rounding steps at the output's own scale that a dtype cannot resolve below
+_ZERO_BAND = np.iinfo(np.int64).min // 2  # exact zeros are a band of their own
+
+
+def numpy64(t: torch.Tensor) -> np.ndarray:
+    return (t.to(torch.complex128) if t.is_complex() else t.to(torch.float64)).numpy()
+
+
+def rounding(dtype: torch.dtype) -> tuple[float, float]:
+    """The rounding step at 1 and the smallest normal number of a float or complex dtype: below the latter
+    a backend may flush to zero."""
+    info = torch.finfo(dtype.to_real() if dtype.is_complex else dtype)
+    return info.eps, info.tiny
+
+
+def band_error(size: np.ndarray, error: np.ndarray, counts: bool = False) -> np.ndarray:
+    """Per element, the BAND_QUANTILE (lower) of `error` over the elements whose `size` lies in its band:
+    its half-octave of magnitude and BAND_HALF_OCTAVES on each side (between about 0.35 and 2.8 times it);
+    with `counts`, how many elements its band holds instead."""
+    flat = size.ravel()
+    with np.errstate(divide="ignore"):
+        bins = np.where(flat > 0, np.floor(2 * np.log2(np.where(flat > 0, flat, 1.0))), _ZERO_BAND).astype(np.int64)
+    keys, inverse = np.unique(bins, return_inverse=True)
+    inverse = inverse.ravel()
+    errors = error.ravel()[np.argsort(inverse, kind="stable")]
+    starts = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(keys)))])
+    lows = np.searchsorted(keys, keys - BAND_HALF_OCTAVES)
+    highs = np.searchsorted(keys, keys + BAND_HALF_OCTAVES, side="right")
+    per_band = (starts[highs] - starts[lows]) if counts else np.array(
+        [np.quantile(errors[starts[lo]:starts[hi]], BAND_QUANTILE, method="lower") for lo, hi in zip(lows, highs)])
+    return per_band[inverse].reshape(size.shape)
+
+
+def rmse(a: np.ndarray, b: np.ndarray) -> float:
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not finite.any():
+        return 0.0
+    return float(np.sqrt(np.mean(np.abs(a[finite] - b[finite]) ** 2)))
+
+
+class Adjudication:
+    """Eager (`e`) and the artifact (`a`) against the float64 run (`truth`), element by element, at the
+    tolerance (atol, rtol) of a dtype whose rounding step at 1 is `eps`. `spread`: eager's distance from
+    itself between identical calls, or 0. `gated`: a band lends only where eager is near float64 there."""
+
+    def __init__(self, e, a, truth, atol, rtol, eps, tiny, spread=0.0, gated=True):
+        self.finite = np.isfinite(truth)
+        t = np.where(self.finite, truth, 0.0)
+        self.size = np.abs(t)
+        with np.errstate(invalid="ignore"):
+            self.eager_error = np.nan_to_num(np.abs(e - t), nan=np.inf)
+            self.stage_error = np.nan_to_num(np.abs(a - t), nan=np.inf)
+        self.tolerance = atol + rtol * self.size
+        self.band = band_error(self.size, np.where(self.finite, self.eager_error, 0.0))
+        self.lent = np.where(self.band <= EAGER_FAR * self.tolerance, self.band, 0.0) if gated else self.band
+        self.eager_near = self.eager_error <= EAGER_FAR * self.tolerance
+        own = np.maximum(np.where(np.isfinite(self.eager_error), self.eager_error, 0.0), spread)
+        self.floor = eps * self.size + tiny  # a rounding step of the dtype at the element's size
+        self.allowance = FP64_MULTIPLIER * np.maximum(own, self.lent) + self.floor
+        scale = float(np.sqrt(np.mean(self.size[self.finite] ** 2))) if self.finite.any() else 0.0
+        self.output_step = ROUNDING_STEPS * eps * scale
+
+    def ok(self, close: np.ndarray, rtol: float) -> np.ndarray:
+        """Off the tolerance, an element passes only when as near float64 as eager allows, and eager is near
+        it there. Within it, an element fails only where the artifact loses digits eager keeps, at that element
+        and across its magnitude band (its typical distance beyond twice eager's typical one, beyond a rounding
+        step at the output's own scale): one element a kernel rounds otherwise is the tolerance's to allow,
+        a magnitude whose digits are all lost (Exp(x) - 1 for expm1 near 1e-8) is not."""
+        faithful = self.finite & (self.stage_error <= rtol * self.size + self.allowance)
+        step = rtol * self.size + self.output_step
+        kept = self.stage_error <= step + self.allowance
+        typical = band_error(self.size, np.where(self.finite, self.stage_error, 0.0))
+        systematic = ((typical > step + FP64_MULTIPLIER * self.band + self.floor)
+                      & (band_error(self.size, self.size, counts=True) >= MIN_BAND))
+        return np.where(close, kept | ~systematic | ~self.eager_near, faithful & self.eager_near)

@@ -9,7 +9,8 @@ Two kinds of region, each between marker comments in the Markdown:
   of TABLES): `options` from the options table (compatcheck/options.py), `layers` from the layer
   list (compatcheck/layers.py) and the package's files, `verdict-rules` from the verdict's rule table
   (compatcheck/report/verdict.py), `phases` from a stage's phases (compatcheck/worker/phases.py),
-  `finding-kinds` from the kinds of finding (compatcheck/report/kinds.py).
+  `finding-kinds` from the kinds of finding (compatcheck/report/kinds.py), `comparison-rules` from the
+  comparison's rule table (compatcheck/compare/rules.py).
 - `<!-- output: COMMAND -->` ... `<!-- /output -->`: what COMMAND prints, from a real run of it.
   COMMAND is `compatcheck run PATH [FLAGS]`; with `--markdown FILE` the block is the checklist the
   run writes there, otherwise the terminal output. `COMMAND | PARTS` keeps only some parts: `first
@@ -172,8 +173,18 @@ def kinds_table() -> str:
     return "\n".join(out)
 
 
+def comparison_rules_table() -> str:
+    """What decides one output leaf, in the order the rules are tried (compatcheck/compare/rules.py)."""
+    from compatcheck.compare import RULES
+
+    out = ["| | rule | when | decides | why it is sound |", "|---|---|---|---|---|"]
+    out += [f"| {index} | {rule.name} | {_cell(rule.when)} | {_cell(rule.decides)} | {_cell(rule.sound)} |"
+            for index, rule in enumerate(RULES, 1)]
+    return "\n".join(out)
+
+
 TABLES = {"options": options_table, "layers": layers_table, "verdict-rules": verdict_rules_table,
-          "phases": phases_table, "finding-kinds": kinds_table}
+          "phases": phases_table, "finding-kinds": kinds_table, "comparison-rules": comparison_rules_table}
 
 
 # -- output blocks from real runs -------------------------------------------------------------------

@@ -182,3 +182,158 @@ def test_eager_nondeterminism_widens_what_counts_as_noise():
     assert not compare_leaf("o", expected, actual, 1e-5, 1e-4).ok
     assert compare_leaf("o", expected, actual, 1e-5, 1e-4, noise=second_eager).ok
     assert not compare_leaf("o", expected, torch.tensor([1.5, 2.0]), 1e-5, 1e-4, noise=second_eager).ok
+
+
+# The classes of false verdicts the comparison's rule table closes (each failed on the chain of special
+# cases it replaced).
+
+def test_an_elements_cancellation_error_covers_no_larger_neighbour():
+    """Class 1: one near-zero element eager gets 0.25 wrong lends nothing to elements of another size."""
+    truth = torch.linspace(0.2, 0.7, 44, dtype=torch.float64)
+    truth[0] = 1e-3
+    eager = truth.float()
+    eager[0] += 0.25
+    frozen = eager.clone()
+    frozen[10:22] += 0.0176
+    result = compare_leaf("o", eager, frozen, 1e-5, 1e-4, fp64=lambda: truth)
+    assert not result.ok and result.rule == "float64" and 10 <= result.worst_index[0] < 22
+
+
+def test_a_wrong_column_in_float16_is_not_averaged_away():
+    """Class 2: with --dtype float16, one column of 512 negated fails element by element."""
+    truth = torch.randn(64, 512, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    eager = truth.half()
+    wrong = eager.clone()
+    wrong[:, 7] = -wrong[:, 7]
+    result = compare_leaf("o", eager, wrong, 1e-3, 1e-3, fp64=lambda: truth, float32=lambda: truth.float())
+    assert not result.ok and result.rule == "reduced precision" and result.worst_index[1] == 7
+    assert compare_leaf("o", eager, eager.clone(), 1e-3, 1e-3, fp64=lambda: truth, float32=lambda: truth.float()).ok
+
+
+def test_a_bfloat16_leaf_of_a_float32_model_gets_no_percent_sized_allowance():
+    """Class 3: a bfloat16 output 4.5% off on a third of its values is a mismatch."""
+    generator = torch.Generator().manual_seed(0)
+    truth = torch.rand(2048, dtype=torch.float64, generator=generator) + 0.5
+    eager = truth.bfloat16()
+    off = eager.clone()
+    picked = torch.randperm(2048, generator=generator)[:647]
+    off[picked] = (off[picked].double() * 1.045).bfloat16()
+    assert not compare_leaf("o", eager, off, 1e-2, 1.6e-2, fp64=lambda: truth).ok
+
+
+def test_container_subclasses_are_compared_by_their_items_and_attributes():
+    """Class 4: a dict, list or tuple subclass pytree does not know is opened, not compared by type."""
+    class Output(dict):
+        pass
+
+    class Pair(tuple):
+        pass
+
+    class Batch(list):
+        def __init__(self, items, scale):
+            super().__init__(items)
+            self.scale = scale
+
+    for want, got in [(Output(probs=torch.ones(3)), Output(probs=torch.ones(3) + 0.4)),
+                      (Pair((torch.ones(2), torch.zeros(2))), Pair((torch.ones(2), torch.ones(2)))),
+                      (Batch([torch.ones(2)], torch.ones(1)), Batch([torch.ones(2)], torch.zeros(1)))]:
+        leaves, _ = compare_outputs(want, got, DEFAULT)
+        assert leaves and not all(leaf.ok for leaf in leaves), want
+        assert all(leaf.ok for leaf in compare_outputs(want, want, DEFAULT)[0])
+
+
+def test_a_per_output_tolerance_binds_the_output_it_names_and_a_key_naming_none_is_refused():
+    """Class 5: `probs` names the leaf `1.probs`; a key that names no output is the user's error."""
+    from compatcheck.errors import UsageError
+
+    tolerances = Tolerances(model={"probs": {"atol": 1e-6, "rtol": 0.0}})
+    leaves, _ = compare_outputs((torch.ones(2), {"probs": torch.ones(3)}),
+                                (torch.ones(2), {"probs": torch.ones(3) + 1e-3}), tolerances)
+    assert [leaf.ok for leaf in leaves] == [True, False] and leaves[1].atol == 1e-6
+    tolerances.check(["0", "1.probs"])
+    with pytest.raises(UsageError, match=r"TOLERANCE\['probs'\] names no output; the outputs are: 0, 1.logits"):
+        tolerances.check(["0", "1.logits"])
+
+
+def test_indices_at_tied_values_and_integers_at_rounding_edges_are_accepted_and_counted():
+    """Class 6: topk indices swapped where the values tie; an integer the float64 run rounds the artifact's
+    way. A swap where the values differ, or an integer float64 does not give, stays a mismatch."""
+    values = torch.tensor([[3.0, 2.0, 0.0, 0.0], [5.0, 1.0, 0.0, 0.0]])
+    indices = torch.tensor([[4, 1, 0, 2], [3, 0, 1, 2]])
+    swapped = indices.clone()
+    swapped[:, 2:] = indices[:, 2:].flip(-1)
+    leaves, _ = compare_outputs((values, indices), (values.clone(), swapped), DEFAULT)
+    assert all(leaf.ok for leaf in leaves) and "4 of 8 values differ, accepted: 4 at ties" in leaves[1].accepted
+    wrong = indices.clone()
+    wrong[0, :2] = indices[0, :2].flip(-1)
+    assert not compare_outputs((values, indices), (values.clone(), wrong), DEFAULT)[0][1].ok
+    pixels = torch.tensor([12, 200, 7], dtype=torch.uint8)
+    edge = torch.tensor([12, 201, 7], dtype=torch.uint8)
+    leaves, _ = compare_outputs(pixels, edge, DEFAULT, fp64=lambda: edge.clone())
+    assert leaves[0].ok and "rounding edges" in leaves[0].accepted
+    assert not compare_outputs(pixels, edge, DEFAULT, fp64=lambda: pixels.clone())[0][0].ok
+
+
+def test_python_numbers_are_judged_at_the_dtype_they_came_from():
+    """Class 7: a float32 sum's `.item()` in another summation order is noise; an int as a 0-d tensor is
+    compared by value."""
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(0))
+    eager = x.sum().item()
+    other = x.view(64, 64).sum(0).sum().item()
+    assert eager != other
+    leaves, _ = compare_outputs(eager, other, DEFAULT, fp64=lambda: x.double().sum().item())
+    assert leaves[0].ok and leaves[0].dtype == "float32"
+    assert compare_outputs(7, torch.tensor(7), DEFAULT)[0][0].ok
+    assert not compare_outputs(7, torch.tensor(8), DEFAULT)[0][0].ok
+    assert not compare_outputs(eager, eager + 0.01, DEFAULT, fp64=lambda: x.double().sum().item())[0][0].ok
+
+
+def test_a_kernel_that_rounds_other_elements_keeps_its_pass_and_one_that_loses_a_magnitude_does_not():
+    """Class 8 beside the corpus's expm1: sin of float32 arguments near 1000, computed by a kernel whose
+    range reduction rounds otherwise, is within what eager shows at each magnitude; Exp(x) - 1 near 1e-8
+    loses every digit of that magnitude, under atol."""
+    import math
+
+    generator = torch.Generator().manual_seed(3)
+    steps = torch.randint(0, 1000, (64,), generator=generator).double()
+    freqs = torch.exp(-math.log(10000) * torch.arange(128, dtype=torch.float64) / 128)
+    truth = torch.cat([(steps[:, None] * freqs).cos(), (steps[:, None] * freqs).sin()], -1)
+    args = steps.float()[:, None] * freqs.float()
+    eager = torch.cat([args.cos(), args.sin()], -1)
+    x = args.double()
+    x = x + 2e-6 * (x.abs() / 1000) * (2 * torch.rand(x.shape, generator=generator, dtype=torch.float64) - 1)
+    kernel = torch.cat([x.cos(), x.sin()], -1).float()
+    assert compare_leaf("emb", eager, kernel, 1e-5, 1e-4, fp64=lambda: truth).ok
+    small = torch.rand(4, 8, generator=generator, dtype=torch.float64) * 3e-8
+    lost = compare_leaf("rate", torch.expm1(small.float()), torch.exp(small.float()) - 1, 1e-5, 1e-4,
+                        fp64=lambda: torch.expm1(small))
+    assert not lost.ok and "loses digits eager keeps" in lost.problem
+
+
+def test_sparse_and_conjugate_outputs_are_compared_by_value():
+    """Class 9: compatcheck reads them instead of raising."""
+    sparse = torch.eye(3).to_sparse()
+    assert compare_outputs(sparse, sparse.clone(), DEFAULT)[0][0].ok
+    assert not compare_outputs(sparse, (2 * torch.eye(3)).to_sparse(), DEFAULT)[0][0].ok
+    lazy = torch.randn(3, dtype=torch.complex128).conj()
+    assert compare_outputs(lazy, lazy.resolve_conj(), DEFAULT)[0][0].ok
+
+
+def test_an_exception_inside_the_comparison_is_compatchecks_and_names_the_leaf():
+    from compatcheck.compare import ComparisonError
+    from compatcheck.errors import InternalError
+
+    with pytest.raises(ComparisonError, match="comparing output out"):
+        compare_outputs({"out": torch.ones(2)}, {"out": torch.ones(2) + 1},
+                        Tolerances(model={"out": {"atol": "x"}}))
+    assert issubclass(ComparisonError, InternalError)
+
+
+def test_every_leaf_names_the_rule_that_decided_it():
+    from compatcheck.compare import RULES
+
+    leaves, _ = compare_outputs({"x": torch.ones(2), "n": 3, "s": "a"}, {"x": torch.ones(2), "n": 3, "s": "a"},
+                                DEFAULT)
+    names = {rule.name for rule in RULES} | {"equal"}
+    assert all(leaf.rule in names for leaf in leaves) and [leaf.rule for leaf in leaves] == ["agree", "integers",
+                                                                                             "equal"]

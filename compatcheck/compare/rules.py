@@ -236,6 +236,11 @@ def _agrees(leaf: Leaf) -> bool:
     return bool((leaf.close & (leaf.diff <= (leaf.rtol + eps) * magnitude + tiny)).all())
 
 
+def _agreed(leaf: Leaf) -> LeafComparison:
+    measure(leaf)
+    return passed(leaf)
+
+
 def _float64(leaf: Leaf) -> LeafComparison:
     """Element by element against the float64 run (elements.Adjudication)."""
     measure(leaf)
@@ -349,7 +354,7 @@ RULES: tuple[Rule, ...] = (
          lambda leaf: leaf.binding, _within_tolerance),
     Rule("agree", "every element is within rtol and one rounding step of eager", "pass",
          "the float64 rule allows at least rtol, eager's own distance and a rounding step: it could not fail it",
-         _agrees, passed),
+         _agrees, _agreed),
     Rule("no float64 run", "the model does not run in float64, or its numbers are drawn at random",
          "the tolerance decides (atol + rtol × |eager|, or twice eager's spread)",
          "without float64 nothing tells eager's rounding from the artifact's; the tolerance is the only judge",

@@ -66,13 +66,13 @@ def test_the_exporter_is_blamed_where_the_reference_evaluator_differs_from_eager
 
 
 @pytest.mark.slow
-def test_no_one_is_blamed_for_values_on_a_rounding_edge_where_eager_itself_is_off_its_float64_run(tmp_path):
+def test_no_one_is_blamed_for_values_on_a_rounding_edge(tmp_path):
     """Quantized outputs: one quantum apart where the value sits on a rounding edge, at every optimization
-    level and in onnx.reference too, and eager as far from float64 there."""
+    level and in onnx.reference too; eager, onnxruntime and onnx.reference each land on another side of
+    some edges, so no one of them is blamed alone."""
     finding, _ = _blame(tmp_path, "qdq_conv.py", "--onnx-exporter", "legacy")
     assert finding["kind"] == "numeric-divergence"
-    assert "only where eager itself is far from its float64 run" in finding["message"]
-    assert "neither onnxruntime, its optimizer nor the exporter is blamed" in finding["message"]
+    assert "neither onnxruntime nor the exporter is to blame alone" in finding["message"]
     assert "ORT_DISABLE_ALL" in finding["checked_by"]
 
 

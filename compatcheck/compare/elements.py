@@ -74,7 +74,9 @@ class Adjudication:
         self.tolerance = atol + rtol * self.size
         self.band = band_error(self.size, np.where(self.finite, self.eager_error, 0.0))
         self.lent = np.where(self.band <= EAGER_FAR * self.tolerance, self.band, 0.0) if gated else self.band
-        self.eager_near = self.eager_error <= EAGER_FAR * self.tolerance
+        # Eager near float64 at the element and at its magnitude: a band where eager is typically far (values
+        # on a quantization grid's rounding edges, a sum that cancels) is one float64 cannot judge.
+        self.eager_near = (self.eager_error <= EAGER_FAR * self.tolerance) & (self.band <= EAGER_FAR * self.tolerance)
         own = np.maximum(np.where(np.isfinite(self.eager_error), self.eager_error, 0.0), spread)
         self.floor = eps * self.size + tiny  # a rounding step of the dtype at the element's size
         self.allowance = FP64_MULTIPLIER * np.maximum(own, self.lent) + self.floor

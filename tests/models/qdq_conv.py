@@ -1,8 +1,8 @@
 """A Conv wrapped in quantize/dequantize pairs, as quantization-aware training leaves it. onnxruntime
 1.32 fuses the pairs into QLinearConv at ORT_ENABLE_EXTENDED; the integer path and the float one (and
 eager, and onnx.reference) round differently where a value sits on a rounding edge, one quantum apart,
-at every level; eager itself is one quantum from its float64 run there, so no backend can be judged
-on those values and none is blamed. The dynamo exporter cannot export fake quantization with a dynamic
+at every level; eager, onnxruntime and onnx.reference each land on another side of some edges, so
+none is blamed alone. The dynamo exporter cannot export fake quantization with a dynamic
 batch (torch 2.13): the test exports with the legacy exporter."""
 
 import torch

@@ -337,3 +337,16 @@ def test_every_leaf_names_the_rule_that_decided_it():
     names = {rule.name for rule in RULES} | {"equal"}
     assert all(leaf.rule in names for leaf in leaves) and [leaf.rule for leaf in leaves] == ["agree", "integers",
                                                                                              "equal"]
+
+
+def test_a_bands_typical_distance_is_numpys_lower_quantile():
+    from compatcheck.compare.elements import BAND_QUANTILE, Bands
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 99, 100, 101, 1234):
+        error = rng.random(n)
+        one_band = Bands(np.ones(n))
+        assert (one_band.typical(error) == np.quantile(error, BAND_QUANTILE, method="lower")).all()
+        assert (one_band.count() == n).all()
+    apart = Bands(np.array([1.0, 1.2, 1e3, 0.0]))  # 1e3 and 0 are bands of their own
+    assert apart.count().tolist() == [2, 2, 1, 1]

@@ -61,7 +61,7 @@ def compare_outputs(expected, actual, tolerances: Tolerances, *, flat: bool = Fa
         try:
             results.append(_one(name, want, got, index, tolerances, flat, values, drawn,
                                 noise=to_tensor(noise_leaves[index]) if noise_leaves else None,
-                                fp64=fp64_leaf if fp64 is not None else None, float32=float32_leaf if float32 is not None else None,
+                                fp64=fp64_leaf, float32=float32_leaf,
                                 partner=_partner(expected_leaves, got_by_index, index)))
         except Exception as exc:  # compatcheck's, never the model's
             raise ComparisonError(f"comparing output {name} with eager's raised {one_line(exc)}") from exc
@@ -116,13 +116,13 @@ def _partner(expected_leaves, got_by_index, index):
 
 
 def _leaf_of(run):
-    """index -> that leaf of the outputs `run()` gives (asked once, on first use), the exception `run()`
-    gave instead (why there is no such run), or None without `run`."""
+    """index -> that leaf of the outputs `run()` gives (asked once, on first use), or the exception `run()`
+    gave instead (why there is no such run); None without `run`."""
+    if run is None:
+        return None
     leaves: list = []
 
     def leaf(index: int):
-        if run is None:
-            return None
         if not leaves:
             outputs = run()
             leaves.append(outputs if isinstance(outputs, BaseException) else

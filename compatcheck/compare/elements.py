@@ -34,22 +34,39 @@ def rounding(dtype: torch.dtype) -> tuple[float, float]:
     return info.eps, info.tiny
 
 
-def band_error(size: np.ndarray, error: np.ndarray, counts: bool = False) -> np.ndarray:
-    """Per element, the BAND_QUANTILE (lower) of `error` over the elements whose `size` lies in its band:
-    its half-octave of magnitude and BAND_HALF_OCTAVES on each side (between about 0.35 and 2.8 times it);
-    with `counts`, how many elements its band holds instead."""
-    flat = size.ravel()
-    with np.errstate(divide="ignore"):
-        bins = np.where(flat > 0, np.floor(2 * np.log2(np.where(flat > 0, flat, 1.0))), _ZERO_BAND).astype(np.int64)
-    keys, inverse = np.unique(bins, return_inverse=True)
-    inverse = inverse.ravel()
-    errors = error.ravel()[np.argsort(inverse, kind="stable")]
-    starts = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(keys)))])
-    lows = np.searchsorted(keys, keys - BAND_HALF_OCTAVES)
-    highs = np.searchsorted(keys, keys + BAND_HALF_OCTAVES, side="right")
-    per_band = (starts[highs] - starts[lows]) if counts else np.array(
-        [np.quantile(errors[starts[lo]:starts[hi]], BAND_QUANTILE, method="lower") for lo, hi in zip(lows, highs)])
-    return per_band[inverse].reshape(size.shape)
+def _lower_quantile(values: np.ndarray) -> float:
+    """np.quantile(values, BAND_QUANTILE, method="lower"), without its per-call overhead (one call per band)."""
+    k = int(BAND_QUANTILE * (len(values) - 1))
+    return float(np.partition(values, k)[k])
+
+
+class Bands:
+    """The elements of an output by magnitude: an element's band is its half-octave of `size` and
+    BAND_HALF_OCTAVES on each side (between about 0.35 and 2.8 times it); exact zeros are a band of their own."""
+
+    def __init__(self, size: np.ndarray):
+        flat = size.ravel()
+        with np.errstate(divide="ignore"):
+            bins = np.where(flat > 0, np.floor(2 * np.log2(np.where(flat > 0, flat, 1.0))), _ZERO_BAND).astype(np.int64)
+        keys, inverse = np.unique(bins, return_inverse=True)
+        self.shape, self.inverse = size.shape, inverse.ravel()
+        self.order = np.argsort(self.inverse, kind="stable")
+        self.starts = np.concatenate([[0], np.cumsum(np.bincount(self.inverse, minlength=len(keys)))])
+        self.lows = np.searchsorted(keys, keys - BAND_HALF_OCTAVES)
+        self.highs = np.searchsorted(keys, keys + BAND_HALF_OCTAVES, side="right")
+
+    def _per_element(self, per_band: np.ndarray) -> np.ndarray:
+        return per_band[self.inverse].reshape(self.shape)
+
+    def typical(self, error: np.ndarray) -> np.ndarray:
+        """Per element, the BAND_QUANTILE (lower) of `error` over the elements of its band."""
+        errors = error.ravel()[self.order]
+        return self._per_element(np.array([_lower_quantile(errors[self.starts[lo]:self.starts[hi]])
+                                           for lo, hi in zip(self.lows, self.highs)]))
+
+    def count(self) -> np.ndarray:
+        """Per element, how many elements its band holds."""
+        return self._per_element(self.starts[self.highs] - self.starts[self.lows])
 
 
 def rmse(a: np.ndarray, b: np.ndarray) -> float:
@@ -65,14 +82,15 @@ class Adjudication:
     itself between identical calls, or 0. `gated`: a band lends only where eager is near float64 there."""
 
     def __init__(self, e, a, truth, atol, rtol, eps, tiny, spread=0.0, gated=True):
-        self.finite = np.isfinite(truth)
+        self.finite, self.rtol = np.isfinite(truth), rtol
         t = np.where(self.finite, truth, 0.0)
         self.size = np.abs(t)
+        self.bands = Bands(self.size)
         with np.errstate(invalid="ignore"):
             self.eager_error = np.nan_to_num(np.abs(e - t), nan=np.inf)
             self.stage_error = np.nan_to_num(np.abs(a - t), nan=np.inf)
         self.tolerance = atol + rtol * self.size
-        self.band = band_error(self.size, np.where(self.finite, self.eager_error, 0.0))
+        self.band = self.bands.typical(np.where(self.finite, self.eager_error, 0.0))
         self.lent = np.where(self.band <= EAGER_FAR * self.tolerance, self.band, 0.0) if gated else self.band
         # Eager near float64 at the element and at its magnitude: a band where eager is typically far (values
         # on a quantization grid's rounding edges, a sum that cancels) is one float64 cannot judge.
@@ -82,17 +100,17 @@ class Adjudication:
         self.allowance = FP64_MULTIPLIER * np.maximum(own, self.lent) + self.floor
         scale = float(np.sqrt(np.mean(self.size[self.finite] ** 2))) if self.finite.any() else 0.0
         self.output_step = ROUNDING_STEPS * eps * scale
+        self.excess = self.stage_error - (rtol * self.size + self.allowance)  # > 0: farther than eager allows
 
-    def ok(self, close: np.ndarray, rtol: float) -> np.ndarray:
+    def ok(self, close: np.ndarray) -> np.ndarray:
         """Off the tolerance, an element passes only when as near float64 as eager allows, and eager is near
         it there. Within it, an element fails only where the artifact loses digits eager keeps, at that element
         and across its magnitude band (its typical distance beyond twice eager's typical one, beyond a rounding
         step at the output's own scale): one element a kernel rounds otherwise is the tolerance's to allow,
         a magnitude whose digits are all lost (Exp(x) - 1 for expm1 near 1e-8) is not."""
-        faithful = self.finite & (self.stage_error <= rtol * self.size + self.allowance)
-        step = rtol * self.size + self.output_step
-        kept = self.stage_error <= step + self.allowance
-        typical = band_error(self.size, np.where(self.finite, self.stage_error, 0.0))
-        systematic = ((typical > step + FP64_MULTIPLIER * self.band + self.floor)
-                      & (band_error(self.size, self.size, counts=True) >= MIN_BAND))
+        faithful = self.finite & (self.excess <= 0)
+        kept = self.excess <= self.output_step
+        typical = self.bands.typical(np.where(self.finite, self.stage_error, 0.0))
+        systematic = ((typical > self.rtol * self.size + self.output_step + FP64_MULTIPLIER * self.band + self.floor)
+                      & (self.bands.count() >= MIN_BAND))
         return np.where(close, kept | ~systematic | ~self.eager_near, faithful & self.eager_near)

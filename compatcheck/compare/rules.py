@@ -91,10 +91,13 @@ class Leaf:
 
     @cached_property
     def special(self) -> np.ndarray:
-        """Where NaN or infinity is not matched exactly by the other side."""
-        e, a = self.e, self.a
-        return (np.isnan(e) != np.isnan(a)) | (~(np.isfinite(e) & np.isfinite(a)) & ~(np.isnan(e) & np.isnan(a))
-                                                & (e != a))
+        return unmatched_special(self.e, self.a)
+
+
+def unmatched_special(want: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """Where NaN or infinity on one side is not matched exactly by the other."""
+    return (np.isnan(want) != np.isnan(got)) | (~(np.isfinite(want) & np.isfinite(got))
+                                                & ~(np.isnan(want) & np.isnan(got)) & (want != got))
 
 
 def _why(exc: BaseException) -> str:
@@ -165,9 +168,9 @@ def _tied(leaf: Leaf, off: np.ndarray) -> np.ndarray:
     values, got_values = (numpy64(to_tensor(v)) for v in leaf.partner)
     mine, theirs = leaf.expected.numpy(), leaf.got.numpy()
     tied = np.zeros_like(off)
-    for at in zip(*np.nonzero(off)):
+    for at in zip(*np.nonzero(off & (values == got_values))):  # only there can the values tie
         slots = np.nonzero(mine[at[:-1]] == theirs[at])[0]
-        tied[at] = values[at] == got_values[at] and (not slots.size or values[at[:-1]][slots[0]] == values[at])
+        tied[at] = not slots.size or values[at[:-1]][slots[0]] == values[at]
     return tied
 
 
@@ -246,23 +249,22 @@ def _float64(leaf: Leaf) -> LeafComparison:
     measure(leaf)
     eps, tiny = rounding(leaf.expected.dtype)
     judged = Adjudication(leaf.e, leaf.a, leaf.truth, leaf.atol, leaf.rtol, eps, tiny, spread=leaf.spread)
-    ok = judged.ok(leaf.close, leaf.rtol)
+    ok = judged.ok(leaf.close)
     if ok.all():
         leaf.result.fp64_verdict = "within-noise" if (~leaf.close).any() else None
         return passed(leaf)
     bad, close = ~ok, leaf.close
     diverged, lost, far = bad & judged.eager_near & ~close, bad & close, bad & ~judged.eager_near
-    excess = judged.stage_error - (leaf.rtol * judged.size + judged.allowance)
-    rank, verdict, why = _why_off(judged, diverged, lost, far, excess, leaf.truth)
+    rank, verdict, why = _why_off(judged, diverged, lost, far, leaf.truth)
     leaf.result.fp64_verdict = verdict
     return failed(leaf, bad, rank, f"{tolerance_words(leaf)}: {why}")
 
 
-def _why_off(judged: Adjudication, diverged, lost, far, excess, truth):
+def _why_off(judged: Adjudication, diverged, lost, far, truth):
     """(the ranking that picks the element to name, the leaf's fp64_verdict, why it fails in words), most
     telling first: off the tolerance and farther from float64 than eager allows; within it but without the
     digits eager keeps; off it where eager itself is far from float64."""
-    stage, eager = judged.stage_error, judged.eager_error
+    stage, eager, excess = judged.stage_error, judged.eager_error, judged.excess
     if diverged.any():
         at = np.unravel_index(int(np.argmax(np.where(diverged, excess, -np.inf))), excess.shape)
         said = (f"{float(stage[at]):.3g} from float64 at {tuple(int(i) for i in at)}, where eager is "
@@ -289,8 +291,8 @@ def _reduced(leaf: Leaf) -> LeafComparison:
     measure(leaf)
     f = to_tensor(leaf.float32())
     f = numpy64(f) if f is not None and tuple(f.shape) == tuple(leaf.expected.shape) else None
-    finite = f is not None and np.isfinite(f) & np.isfinite(leaf.a)
-    if f is not None and finite.any():
+    finite = np.isfinite(f) & np.isfinite(leaf.a) if f is not None else None
+    if finite is not None and finite.any():
         result.float32_error = float(np.max(np.abs(leaf.a[finite] - f[finite])))
     truth, instead = leaf.truth, "the float64 run"
     if isinstance(truth, str):
@@ -299,8 +301,7 @@ def _reduced(leaf: Leaf) -> LeafComparison:
         result.problem = "no float64 or float32 run of the model to judge its reduced precision by"
         return result
     a = leaf.a
-    special = ~(np.isnan(a) & np.isnan(truth)) & ((np.isfinite(truth) != np.isfinite(a))
-                                                  | (~np.isfinite(truth) & (a != truth)))
+    special = unmatched_special(truth, a)
     result.fp64_error, result.eager_fp64_error = rmse(truth, a), rmse(truth, leaf.e)
     if special.any():
         failed(leaf, special, special.astype(float), "")

@@ -54,16 +54,21 @@ class Tolerances:
         for `1.probs`); `check` has made sure each key names exactly one output."""
         if isinstance(self.model.get(name), dict):
             return self.model[name]
-        return next((value for key, value in self.model.items()
-                     if isinstance(value, dict) and name.endswith(f".{key}")), None)
+        return next((value for key, value in self.model.items() if isinstance(value, dict) and _names(key, name)),
+                    None)
 
     def check(self, names: list[str]) -> None:
         """Every per-output key names exactly one of the outputs `names`; else a UsageError naming them."""
         for key, value in self.model.items():
             if key in GLOBAL_KEYS or not isinstance(value, dict):
                 continue
-            matches = [name for name in names if name == key or name.endswith(f".{key}")]
+            matches = [name for name in names if _names(key, name)]
             if len(matches) != 1:
                 shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
                 said = "names no output" if not matches else f"names {len(matches)} outputs ({', '.join(matches[:4])})"
                 raise UsageError(f"TOLERANCE[{key!r}] {said}; the outputs are: {shown}")
+
+
+def _names(key: str, name: str) -> bool:
+    """Whether a per-output TOLERANCE key names output leaf `name`: the whole name, or its last parts."""
+    return name == key or name.endswith(f".{key}")

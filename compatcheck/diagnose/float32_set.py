@@ -27,7 +27,7 @@ from compatcheck.variation import SEEDS
 SEARCH_BUDGET = 3.0  # the search may take this many float32 eager runs of every input set
 # ...but at least this many seconds: for a model that runs in milliseconds, the clock measures the machine's
 # load rather than the model, and one try (a copy, a cast, a run) costs about one float32 run.
-SEARCH_FLOOR = 1.0
+SEARCH_FLOOR = 3.0  # 1s was cut short on a 2-core machine running two checks at once
 
 # What the keep-float32 finding gives to paste, and what the search and the proof run: the same text.
 KEEP_FLOAT32 = '''\

@@ -3,9 +3,10 @@
 An artifact is as right as eager at an element when its distance to the float64 run is within what eager
 itself shows there: twice eager's own distance at that element (PyTorch's `same()` allows its backend
 twice eager's distance to float64, as one RMS; here per element), or twice eager's typical distance at
-elements of the same magnitude (a high quantile over the float64 values within about a factor of two of
-this one, never smaller ones far below it, never the maximum), so that two correct kernels that round at
-different elements both pass, while one element's cancellation error never covers its neighbours."""
+elements of the same magnitude or anywhere in the output (a high quantile, never the maximum), lent only
+where it is within ten times the element's tolerance. So two correct kernels that round at different
+elements both pass, while one element's cancellation error, or a large value's noise, never covers its
+neighbours. Within the tolerance, what eager keeps is judged in the element's magnitude band alone."""
 
 from __future__ import annotations
 
@@ -90,8 +91,16 @@ class Adjudication:
             self.eager_error = np.nan_to_num(np.abs(e - t), nan=np.inf)
             self.stage_error = np.nan_to_num(np.abs(a - t), nan=np.inf)
         self.tolerance = atol + rtol * self.size
-        self.band = self.bands.typical(np.where(self.finite, self.eager_error, 0.0))
-        self.lent = np.where(self.band <= EAGER_FAR * self.tolerance, self.band, 0.0) if gated else self.band
+        known = np.where(self.finite, self.eager_error, 0.0)
+        self.band = self.bands.typical(known)
+        # What eager typically strays anywhere in the output lends too: where the error comes from an argument's
+        # size rather than the output's (sin of timesteps near 1000 is as far off at a zero crossing as at a
+        # peak), the band alone is too narrow a view. The gate keeps any magnitude's noise from covering a
+        # real error: nothing beyond ten times the element's own tolerance is lent.
+        anywhere = _lower_quantile(known.ravel()) if known.size else 0.0
+        gate = EAGER_FAR * self.tolerance
+        self.lent = (np.maximum(np.where(self.band <= gate, self.band, 0.0), np.where(anywhere <= gate, anywhere, 0.0))
+                     if gated else self.band)
         # Eager near float64 at the element and at its magnitude: a band where eager is typically far (values
         # on a quantization grid's rounding edges, a sum that cancels) is one float64 cannot judge.
         self.eager_near = (self.eager_error <= EAGER_FAR * self.tolerance) & (self.band <= EAGER_FAR * self.tolerance)

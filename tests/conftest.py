@@ -8,6 +8,11 @@ import pytest
 
 from tests.scheduling import pytest_xdist_make_scheduler  # noqa: F401 - a module sharing a fixture runs on one worker
 
+# The suite runs a check on each core at once, and each check's torch threads would spin on both cores
+# while they wait for work (OpenMP's default), taking the other's core: a third of a conv net's CPU time.
+# Threads that sleep while they wait leave torch's thread count, and so every result, as it was.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"
 # Real third-party architectures (transformers, timm, torchvision): they need an environment where

@@ -30,6 +30,7 @@ from compatcheck.lines_run import LinesRun
 from compatcheck.nesting import refuse_deep
 from compatcheck.state import Globals
 from compatcheck.target import check_model_path
+from compatcheck.variation import reseed
 
 SEED = 0
 
@@ -202,7 +203,7 @@ class Pristine:
         if self.model is not None:
             made = copy.deepcopy(self.model)
         elif self.rebuild is not None:
-            torch.manual_seed(SEED)
+            reseed(SEED)
             made = self.rebuild()
         else:  # an object that cannot be deep-copied, handed over with no factory to build it again
             self.problem = f"the model cannot be deep-copied ({self.uncopyable}), so every stage runs on the same object"
@@ -579,13 +580,13 @@ def load(path: Path, factory: str = "get_model", rewritten: Path | None = None) 
     if not callable(get_inputs):
         raise UsageError(f"{shown} defines no function get_inputs()")
 
-    torch.manual_seed(SEED)
+    reseed(SEED)
     model, sites = _call(user, lambda: _build_recording_sites(user, make), f"{factory}()")
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"{factory}() returned {type(model).__name__}; expected a torch.nn.Module")
     build_sites = {name: sites[id(module)] for name, module in model.named_modules() if id(module) in sites}
     pristine = Pristine(model, rebuild=make)
-    torch.manual_seed(SEED)
+    reseed(SEED)
     raw_inputs = _call(user, get_inputs, "get_inputs()")
     get_dynamic = getattr(module, "get_dynamic_shapes", None)
     dynamic = _call(user, get_dynamic, "get_dynamic_shapes()") if callable(get_dynamic) else INFER
@@ -605,7 +606,7 @@ def _reference(user: UserCode, original, factory: str, rewritten: Pristine) -> P
     make = getattr(original, factory, None)
     if not callable(make):
         raise UsageError(f"the original model file defines no function {factory}()")
-    torch.manual_seed(SEED)
+    reseed(SEED)
     model = _call(user, make, f"the original's {factory}()")
     held = Pristine(model, rebuild=make)
     differs = snapshot.differs(rewritten.original.state_dict(), held.state)

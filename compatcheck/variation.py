@@ -29,6 +29,17 @@ CLOCK_SHIFT_S = 365.25 * 86400 + 0.375
 _CLOCKS = ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns")
 
 
+def reseed(seed: int) -> None:
+    """torch.manual_seed(seed). Where no accelerator is available (a CPU build, or no device), only the CPU
+    generator can draw, and it is the only one seeded: torch.manual_seed queues the seed of each accelerator
+    that has not started with a record of the caller's stack, about a millisecond a call, and every stage
+    reseeds before each call of its artifact."""
+    if torch.accelerator.is_available():
+        torch.manual_seed(seed)
+    else:
+        torch.default_generator.manual_seed(seed)
+
+
 @dataclass
 class Site:
     what: str  # "aten.bernoulli", "time.time"

@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from compatcheck.compare import compare_leaf, compare_outputs, flatten
 from compatcheck.report.model import Finding
 from compatcheck.spec import InputSet, dynamic_dims, resolve_batch_dims
-from compatcheck.variation import SEEDS
+from compatcheck.variation import SEEDS, reseed
 from compatcheck.diagnose.found import finding_at
 
 KIND = "batch-dependence"
@@ -169,7 +169,7 @@ class Place:
 
 
 def _run(model, inputs: InputSet):
-    torch.manual_seed(SEEDS[0])
+    reseed(SEEDS[0])
     with torch.no_grad():
         return model(*inputs.args, **inputs.kwargs)
 

@@ -10,7 +10,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from compatcheck.compare import flatten
-from compatcheck.variation import SEEDS
+from compatcheck.variation import SEEDS, reseed
 
 
 def floating(value) -> list[torch.Tensor]:
@@ -73,7 +73,7 @@ class _FirstNonFinite(TorchDispatchMode):
 
 
 def _run(model, one) -> None:
-    torch.manual_seed(SEEDS[0])
+    reseed(SEEDS[0])
     try:
         with torch.no_grad():
             model(*one.args, **one.kwargs)

@@ -22,7 +22,7 @@ from compatcheck.diagnose.float32_set import Calls, float32_set
 from compatcheck.diagnose.found import finding_at
 from compatcheck.diagnose.non_finite import failing, first_non_finite, floating
 from compatcheck.report.model import Finding
-from compatcheck.variation import SEEDS
+from compatcheck.variation import SEEDS, reseed
 
 SUBNORMAL_SHARE = 0.01  # more of the non-zero outputs than this below the smallest normal number: flagged
 def _named(dtype: torch.dtype) -> str:
@@ -88,7 +88,7 @@ def _ranges(ctx, info) -> tuple[dict[str, _Range], Calls]:
             for given in ctx.spec.float32_inputs:
                 one = given.copy()
                 running.clear()
-                torch.manual_seed(SEEDS[0])
+                reseed(SEEDS[0])
                 model(*one.args, **one.kwargs)
     finally:
         for handle in handles:

@@ -29,7 +29,7 @@ from compatcheck.stage_call import StageCall
 from compatcheck.state import Place, model_places, rewind_model, taken
 from compatcheck import state
 from compatcheck.torch_features import Feature
-from compatcheck.variation import SEEDS, Site, Variation, clock_moved, drawing_ops
+from compatcheck.variation import SEEDS, reseed, Site, Variation, clock_moved, drawing_ops
 
 Runner = Callable[[InputSet], object]
 
@@ -188,7 +188,7 @@ class StageContext:
     def seeded(self, input_set: InputSet, model, seed: int = SEEDS[0]):
         """One call of eager under `seed`, as every stage's artifact is called on every input set: each
         input set draws the same random numbers in every run."""
-        torch.manual_seed(seed)
+        reseed(seed)
         return self.eager(input_set, model)
 
     def first_calls(self, input_sets: list[InputSet], seed: int = SEEDS[0], make=None) -> list:
@@ -367,7 +367,7 @@ class StageContext:
             try:
                 if self._float32_model is None or self.kept:  # one copy for every input set, as the reference has
                     self._float32_model = self.spec.float32_model()
-                torch.manual_seed(SEEDS[0])
+                reseed(SEEDS[0])
                 self._float32[index] = self.eager(self.spec.float32_inputs[index].copy(), self._float32_model)
                 self.float32_seconds += time.perf_counter() - started
             except Exception as exc:

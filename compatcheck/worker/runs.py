@@ -16,7 +16,7 @@ from compatcheck.diagnose.variation import lost, what_varies
 from compatcheck.errors import one_line
 from compatcheck.report.model import InputSetResult
 from compatcheck.stages.base import NotSwept, Stage, identical
-from compatcheck.variation import SEEDS, clock_moved
+from compatcheck.variation import SEEDS, reseed, clock_moved
 
 # What the model's code may raise: sys.exit() and KeyboardInterrupt too (the worker has its own
 # session, so no Ctrl-C reaches it), which would otherwise end the worker and read as a crash.
@@ -28,7 +28,7 @@ def run_input_set(ctx, runner, index, input_set, stage: Stage, raised: list | No
     into `raised`."""
     started = time.perf_counter()
     ctx.rewind()  # a first call, as eager's reference was, where forward keeps state
-    torch.manual_seed(SEEDS[0])  # as eager's reference run was
+    reseed(SEEDS[0])  # as eager's reference run was
     try:
         outputs = runner(input_set)
     except MODEL_ERRORS as exc:
@@ -61,7 +61,7 @@ def _run_swept(ctx, runner, swept, flat: bool) -> InputSetResult:
     """Run the artifact on one swept input set and compare with eager's outputs on it."""
     started = time.perf_counter()
     ctx.rewind()
-    torch.manual_seed(SEEDS[0])
+    reseed(SEEDS[0])
     try:
         outputs = runner(swept.input_set.copy())
     except NotSwept:
@@ -94,11 +94,11 @@ def _varies_too(ctx, runner, input_set, outputs, structure, raised) -> tuple[boo
     ctx.rewind()
     try:
         if ctx.varies.random:
-            torch.manual_seed(SEEDS[1])
+            reseed(SEEDS[1])
             again = runner(input_set.copy())
         else:
             with clock_moved():
-                torch.manual_seed(SEEDS[0])
+                reseed(SEEDS[0])
                 again = runner(input_set.copy())
     except MODEL_ERRORS as exc:
         if raised is not None:

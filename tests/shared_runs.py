@@ -14,12 +14,12 @@ import fcntl
 import json
 import shutil
 import subprocess
-import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import MODELS, REAL_MODELS, REAL_PYTHON, private_homes, run_cli
+from tests.reproducers import Reproducers
 
 
 def literal(path: Path, name: str):
@@ -61,23 +61,6 @@ INDUCTOR_MODELS = {"convnet", "int8_matmul", "where_scatter_gather", "data_depen
 EXAMPLE_FILES = sorted(p for p in MODELS.glob("*.py") if expected_verdicts(p))
 REAL_FILES = sorted(p for p in REAL_MODELS.glob("*.py") if literal(p, "EXPECTED"))
 
-# Runs every reproducer given in one interpreter (torch is imported once) and reports each one's exit
-# code and output as JSON in the file named first.
-RUN_REPRODUCERS = """
-import contextlib, io, json, runpy, sys
-results = {}
-for script in sys.argv[2:]:
-    out = io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out):
-        try:
-            runpy.run_path(script, run_name="__main__")
-        except SystemExit as exc:
-            code = exc.code
-    results[script] = {"code": code, "stdout": out.getvalue()}
-open(sys.argv[1], "w").write(json.dumps(results))
-"""
-
 
 @dataclass
 class Run:
@@ -100,12 +83,9 @@ def walk_example(path: Path, folder: Path, environ: dict) -> Run:
     assert (folder / "report.json").exists(), f"no report written\nstdout:{proc.stdout}\nstderr:{proc.stderr}"
     report = json.loads((folder / "report.json").read_text())
     reached = [stage["name"] for stage in report["stages"] if stage["status"] != "skip"]
-    scripts = [str(artifacts / f"reproduce_{name}.py") for name in reached]
-    results = folder / "reproduced.json"
-    subprocess.run([sys.executable, "-c", RUN_REPRODUCERS, str(results), *scripts], cwd=folder, env=environ,
-                   capture_output=True, timeout=900, check=True)
-    by_script = json.loads(results.read_text())
-    return Run(proc, report, folder, {name: by_script[script] for name, script in zip(reached, scripts)})
+    scripts = [artifacts / f"reproduce_{name}.py" for name in reached]
+    by_script = Reproducers(environ).run(scripts, folder)
+    return Run(proc, report, folder, {name: by_script[str(script)] for name, script in zip(reached, scripts)})
 
 
 def run_real(path: Path, folder: Path, environ: dict) -> Run:

@@ -64,7 +64,8 @@ for line in sys.stdin:
 
 
 class Reproducers:
-    """The forking process of this suite worker, started on first use, with `environ`."""
+    """The forking process of this suite worker, started on first use with that call's `environ` (the shared
+    runs pass the session's environment every time) and kept for every later call."""
 
     _lock = threading.Lock()
     _process: subprocess.Popen | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import linecache
+import os
 import re
 import traceback
 from pathlib import Path
@@ -38,6 +39,7 @@ KNOWN_LIBRARIES = {
 }
 
 
+@functools.lru_cache(maxsize=8192)  # asked of every loaded module's file, and again of each frame's
 def _installed(filename: str) -> tuple[str, ...] | None:
     """The path of an installed file under its site-packages folder, or None for a file that is not one."""
     parts = Path(filename).parts
@@ -92,6 +94,25 @@ def _printed_locations(text: str) -> list[tuple[str, int]]:
     return found
 
 
+@functools.cache
+def _real_folder(folder: str) -> str:
+    return os.path.realpath(folder)
+
+
+def _resolved(filename: str) -> str:
+    """os.path.realpath(filename), resolving each folder once: every loaded module's file is asked about,
+    thousands of files in a few hundred folders."""
+    if not os.path.isabs(filename) or "/.." in filename or "/./" in filename or os.path.islink(filename):
+        return os.path.realpath(filename)
+    folder, name = os.path.split(filename)
+    return os.path.join(_real_folder(folder), name)
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether `path` is below `folder` (both resolved), as `Path(folder) in Path(path).parents` says."""
+    return path != folder and path.startswith(folder if folder.endswith("/") else folder + "/")
+
+
 def _top_package(path: Path) -> str | None:
     """The top-level package a file outside site-packages belongs to (an editable install, a checkout),
     by its folders' __init__.py files; None for a file in no package."""
@@ -107,10 +128,6 @@ def _stdlib() -> tuple[str, ...]:
     import sysconfig
 
     return tuple({str(Path(sysconfig.get_paths()[key]).resolve()) for key in ("stdlib", "platstdlib")})
-
-
-def _in_stdlib(path: Path) -> bool:
-    return str(path).startswith(_stdlib())
 
 
 def user_forwards(model):
@@ -156,16 +173,16 @@ class UserCode:
         return self._owned[filename]
 
     def _owns(self, filename: str) -> bool:
-        path = Path(filename).resolve()
-        if _PACKAGE_DIR in path.parents:
+        path = _resolved(filename)
+        if _within(path, str(_PACKAGE_DIR)):
             return False
-        installed = _installed(str(path))  # first: a virtual environment may live inside the project
-        if installed is None and (path == self.model_file or self.root in path.parents):
+        installed = _installed(path)  # first: a virtual environment may live inside the project
+        if installed is None and self._in_model_folder(path):
             return True
-        top = installed[0].removesuffix(".py") if installed else _top_package(path)
+        top = installed[0].removesuffix(".py") if installed else _top_package(Path(path))
         if top in self.packages:
             return True
-        if top in MACHINERY | KNOWN_LIBRARIES or (installed is None and _in_stdlib(path)):
+        if top in MACHINERY | KNOWN_LIBRARIES or (installed is None and path.startswith(_stdlib())):
             return False
         return top is not None  # an installed or editable package of the user's own
 
@@ -173,8 +190,12 @@ class UserCode:
         """Whether a file is the model file or one in its folder (not an installed package there)."""
         if not self.owns(filename):
             return False
-        path = Path(filename).resolve()
-        return _installed(str(path)) is None and (path == self.model_file or self.root in path.parents)
+        path = _resolved(filename)
+        return _installed(path) is None and self._in_model_folder(path)
+
+    def _in_model_folder(self, path: str) -> bool:
+        """Whether a resolved path is the model file or below its folder."""
+        return path == str(self.model_file) or _within(path, str(self.root))
 
     def innermost(self, frames: list[traceback.FrameSummary]) -> traceback.FrameSummary | None:
         """The innermost frame in the user's code; frames are outermost first, as traceback gives them."""

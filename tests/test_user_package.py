@@ -66,3 +66,33 @@ def test_a_known_library_is_library_code_unless_marked_as_the_users(tmp_path):
     assert library["rewrite"] is None and "not in yours" in library["advice"]
     mine = trace_finding(tmp_path, site, model, "--user-packages", "einops")
     assert mine["file"].endswith("site-packages/einops/layers.py") and mine["line"] == 7 and mine["library_file"] is None
+
+
+def test_ownership_follows_links_to_where_a_file_really_is(tmp_path):
+    """A file is judged where it really lives: a linked folder or a linked file into the model's folder is
+    the user's, a link from the model's folder into site-packages is not, and `..` is taken after the links."""
+    from compatcheck.frames import UserCode
+
+    site, model = install(tmp_path, "teamlib")
+    (site / "torch").mkdir()
+    (site / "torch" / "ops.py").write_text("")
+    (model.parent / "helpers.py").write_text("")
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(model.parent, tmp_path / "elsewhere" / "project_link")
+    os.symlink(model.parent / "helpers.py", tmp_path / "elsewhere" / "helpers_link.py")
+    os.symlink(site / "torch", model.parent / "vendored_torch")
+    (model.parent / "sub").mkdir()
+    os.symlink(model.parent / "sub", tmp_path / "elsewhere" / "down")
+    (tmp_path / "elsewhere" / "plain.py").write_text("")
+    user = UserCode(model)
+    cases = {
+        str(tmp_path / "elsewhere" / "project_link" / "helpers.py"): True,
+        str(tmp_path / "elsewhere" / "helpers_link.py"): True,
+        str(model.parent / "vendored_torch" / "ops.py"): False,
+        str(tmp_path / "elsewhere" / "down" / ".." / "helpers.py"): True,  # `..` of the link's target: the project
+        str(site / "teamlib" / "layers.py"): True,
+        str(tmp_path / "elsewhere" / "plain.py"): False,
+    }
+    assert {name: user.owns(name) for name in cases} == cases
+    assert user.in_folder(str(tmp_path / "elsewhere" / "project_link" / "helpers.py"))
+    assert not user.in_folder(str(site / "teamlib" / "layers.py"))

@@ -22,7 +22,8 @@ def reports(tmp_path_factory) -> dict[str, dict]:
     def run(path: Path) -> tuple[str, dict]:
         folder = tmp_path_factory.mktemp(path.stem)
         proc = run_cli("run", str(path), "--stages", ",".join(literal(path, "EXPECTED")), "--compile-backend",
-                       "aot_eager", "--json", str(folder / "report.json"), "--quiet", "--no-cache")
+                       "aot_eager", *(literal(path, "OPTIONS") or []), "--json", str(folder / "report.json"), "--quiet",
+                       "--no-cache")
         assert (folder / "report.json").exists(), proc.stdout + proc.stderr
         return path.stem, json.loads((folder / "report.json").read_text())
 

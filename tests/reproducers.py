@@ -3,7 +3,7 @@
 every model.
 
 One process per suite worker imports what every reproducer imports (torch, torch._dynamo, the ONNX exporter
-and the table of ONNX functions it translates with, compatcheck's Reproduction), then forks a child per
+and the onnxscript functions it translates with, compatcheck's Reproduction), then forks a child per
 model: the child starts with those modules as a fresh import leaves them and nothing another model's
 reproducers did, runs each script as `__main__` with its own argv, and writes what each printed and its exit
 code."""
@@ -27,10 +27,9 @@ SERVER = r"""
 import contextlib, io, json, os, runpy, sys, traceback
 import torch, torch._dynamo, torch.export, torch.onnx, onnx
 from compatcheck.worker import reproduce
-try:  # the exporter's table, as its first export builds it; where onnxscript keeps it elsewhere, that export does
-    from onnxscript._framework_apis.torch_2_5 import get_torchlib_ops
-    get_torchlib_ops()
-except Exception:
+try:  # the functions the exporter translates with: imported once; each export reads their signatures anew
+    import onnxscript.function_libs.torch_lib.ops
+except Exception:  # an onnxscript that keeps them elsewhere: the first export imports them
     pass
 
 def run(script):
